@@ -1,0 +1,30 @@
+"""toolnexus: runs the tool calls of LLM agents safely and fast.
+
+Native tool calls and Code Mode programs go through one scheduling core: reads overlap up to a
+cap, anything not known to be safe runs alone in the order the model asked, and results always
+come back in the emitted order. Start with ``docs/scheduling.md``.
+"""
+
+from toolnexus.errors import ConfigurationError, ToolError, ToolnexusError
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
+from toolnexus.session import Session
+from toolnexus.tools import Tool, ToolHints, Toolkit, ToolResult, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigurationError",
+    "Outcome",
+    "Scheduler",
+    "Session",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolHints",
+    "ToolResult",
+    "Toolkit",
+    "ToolnexusError",
+    "__version__",
+    "run_batch",
+    "tool",
+]

@@ -1,0 +1,77 @@
+"""Every exception type of toolnexus.
+
+The tree::
+
+    ToolnexusError                     root of everything toolnexus raises on purpose
+    ├── ConfigurationError (ValueError) a bad option, raised where it is given, before work starts
+    ├── ToolArgumentsError (ValueError) arguments that do not match a tool's input schema
+    ├── SessionError (ValueError)       an event the session log refuses (type or data)
+    └── ToolError                       a failed tool call, as a program or caller sees it
+
+Exceptions are for the host developer. What a model-written program sees of a failure is kept
+to two strings, ``tool`` and ``message`` (see :class:`ToolError` and
+:class:`toolnexus.scheduling.Outcome`): never a traceback, an exception type or a chained cause,
+because model-authored code is one prompt-injection hop from the transcript.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "SessionError",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolnexusError",
+]
+
+
+class ToolnexusError(Exception):
+    """Base class of every exception toolnexus raises on purpose."""
+
+
+class ConfigurationError(ToolnexusError, ValueError):
+    """An option or constructor argument is invalid.
+
+    Raised at the point of configuration (constructing a ``Tool``, a ``Scheduler``, ...), before
+    anything runs, with a message that names the option, the bad value and the fix.
+    """
+
+
+class ToolArgumentsError(ToolnexusError, ValueError):
+    """A tool was called with arguments that do not match its input schema.
+
+    Attributes:
+        tool: The name of the tool.
+        problems: One ``"field: problem"`` line per violation, in a stable order.
+    """
+
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.tool = tool
+        self.problems = problems
+        listing = "; ".join(problems) if problems else "arguments do not match the schema"
+        super().__init__(f"invalid arguments for tool '{tool}': {listing}")
+
+
+class SessionError(ToolnexusError, ValueError):
+    """The session log refused an event (a surface type given to ``log_event``, bad data)."""
+
+
+class ToolError(ToolnexusError):
+    """A tool call failed; carries exactly two strings, ``tool`` and ``message``.
+
+    This is the shape a failure takes wherever it is raised rather than returned: inside a Code
+    Mode program (``except ToolError as e``) and from helpers that unwrap an
+    :class:`~toolnexus.scheduling.Outcome`. ``str(e)`` is the message.
+
+    Attributes:
+        tool: The name of the tool that failed.
+        message: What went wrong, as the tool (or the scheduler) reported it.
+    """
+
+    def __init__(self, tool: str, message: str) -> None:
+        self.tool = tool
+        self.message = message
+        super().__init__(message)
+
+    def __repr__(self) -> str:
+        return f"ToolError(tool={self.tool!r}, message={self.message!r})"

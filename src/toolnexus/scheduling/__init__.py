@@ -1,0 +1,27 @@
+"""The scheduling core: one lane that orders native tool calls and Code Mode sub-calls alike.
+
+The rule is explained once, with a diagram, in ``docs/scheduling.md``.
+"""
+
+from toolnexus.scheduling._batch import ToolCall, run_batch
+from toolnexus.scheduling._limits import max_tool_concurrency
+from toolnexus.scheduling._outcome import Outcome
+from toolnexus.scheduling._rule import Mode, SchedulingRule
+from toolnexus.scheduling._safety import concurrency_mode
+from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
+from toolnexus.scheduling._snapshot import snapshot
+
+__all__ = [
+    "Dispatch",
+    "Mode",
+    "Outcome",
+    "Scheduler",
+    "SchedulingRule",
+    "Ticket",
+    "ToolCall",
+    "concurrency_mode",
+    "invoke_tool",
+    "max_tool_concurrency",
+    "run_batch",
+    "snapshot",
+]

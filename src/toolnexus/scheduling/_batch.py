@@ -1,0 +1,138 @@
+"""``run_batch``: the tool calls of one model response, run by the scheduling rule."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolnexus.errors import ConfigurationError, ToolArgumentsError
+from toolnexus.scheduling._limits import max_tool_concurrency
+from toolnexus.scheduling._outcome import Outcome, outcome_text
+from toolnexus.scheduling._scheduler import Scheduler, Ticket
+from toolnexus.scheduling._snapshot import snapshot
+from toolnexus.session import Session
+from toolnexus.tools import Tool, Toolkit
+
+__all__ = ["ToolCall", "run_batch"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as a model emitted it.
+
+    Attributes:
+        id: The provider's call id (``call_abc…`` / ``toolu_…``); may be empty.
+        name: The tool the model asked for.
+        arguments: The arguments: a dict, or the raw JSON text a provider sends (an empty
+            string counts as no arguments).
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+
+
+def _parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
+    """The call's arguments as a JSON-shaped dict, or a message saying why they are not."""
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return (
+                f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+                "send the arguments as one JSON object"
+            )
+    args = snapshot(raw)
+    if not isinstance(args, dict):
+        return f"arguments must be a JSON object, got {type(raw).__name__}"
+    return args
+
+
+def _precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outcome:
+    """The tool and arguments of a call that may run, or the error outcome of one that may not."""
+    tool = kit.get(call.name)
+    if tool is None:
+        available = ", ".join(kit.names) or "none"
+        return Outcome.failure(
+            call.name, f"unknown tool '{call.name}'; available tools: {available}"
+        )
+    args = _parse_arguments(call.arguments)
+    if isinstance(args, str):
+        return Outcome.failure(call.name, f"invalid arguments for tool '{call.name}': {args}")
+    try:
+        tool.validate_arguments(args)
+    except ToolArgumentsError as exc:
+        return Outcome.failure(call.name, str(exc))
+    return tool, args
+
+
+def _record(session: Session, call: ToolCall, outcome: Outcome) -> None:
+    session.append(
+        "tool_result",
+        {
+            "tool_call_id": call.id,
+            "name": call.name,
+            "content": outcome_text(outcome),
+            "is_error": not outcome.ok,
+        },
+    )
+
+
+async def run_batch(
+    calls: Sequence[ToolCall],
+    tools: Toolkit | Iterable[Tool],
+    *,
+    max_concurrency: int | None = None,
+    run_ctx: Any = None,
+    session: Session | None = None,
+) -> list[Outcome]:
+    """Run the tool calls of one model response and return one outcome per call, in order.
+
+    Calls run by the scheduling rule (``docs/scheduling.md``): a run of safe calls overlaps, at
+    most ``max_tool_concurrency(max_concurrency)`` at once; an unsafe call waits for everything
+    before it, runs alone, and nothing after it starts until it has finished. For example
+    ``read, read, write, read, read`` runs the two reads together, then the write alone, then
+    the last two reads together.
+
+    A call to an unknown tool, or with arguments that are not valid JSON or do not match the
+    tool's schema, gets an error outcome without running anything. A failing call never cancels
+    its siblings. Cancelling ``run_batch`` abandons the calls still queued or running.
+
+    Args:
+        calls: The calls, in the order the model emitted them.
+        tools: The tools the model was offered.
+        max_concurrency: The cap on overlapping calls (else the environment, else 10).
+        run_ctx: Passed to every tool that takes a ``ctx``.
+        session: When given, one ``tool_result`` event per call is appended, in order.
+
+    Returns:
+        One :class:`Outcome` per call, in the order given.
+
+    Raises:
+        ConfigurationError: ``calls`` holds something that is not a :class:`ToolCall`.
+    """
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise ConfigurationError(
+                f"run_batch takes ToolCall objects, got {call!r}; build them with "
+                "ToolCall(id, name, arguments)."
+            )
+    kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
+    async with Scheduler(max_parallel=max_tool_concurrency(max_concurrency), audit=False) as lane:
+        queued: list[Ticket | Outcome] = []
+        for call in calls:
+            checked = _precheck(call, kit)
+            queued.append(
+                checked if isinstance(checked, Outcome) else lane.submit(*checked, run_ctx)
+            )
+        outcomes: list[Outcome] = []
+        for call, item in zip(calls, queued, strict=True):
+            outcome = item if isinstance(item, Outcome) else await lane.wait(item)
+            if session is not None:
+                _record(session, call, outcome)
+            outcomes.append(outcome)
+    return outcomes

@@ -1,0 +1,124 @@
+"""What one tool call produced, in the shape a program or a model sees it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from toolnexus.errors import ToolError
+from toolnexus.tools import ToolResult
+
+__all__ = [
+    "GENERIC_FAILURE",
+    "MAX_MESSAGE_CHARS",
+    "Outcome",
+    "clamp_message",
+    "outcome_from_exception",
+    "outcome_from_value",
+    "outcome_text",
+]
+
+logger = logging.getLogger("toolnexus.scheduling")
+
+MAX_MESSAGE_CHARS = 2000
+"""Longer error messages are cut to this many characters and marked ``… (truncated)``."""
+
+TRUNCATION_MARK = "… (truncated)"
+GENERIC_FAILURE = "tool call failed"
+
+
+def clamp_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_MESSAGE_CHARS` characters, marked when cut."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        return message[:MAX_MESSAGE_CHARS] + TRUNCATION_MARK
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The result of one tool call: a value, or an error of exactly two strings.
+
+    ``error``, when set, is ``{"tool": name, "message": message}`` and nothing else: no
+    exception type, no traceback, no chained cause. The full detail of a failure goes to the
+    ``toolnexus.scheduling`` logger, because what a program or model reads is one
+    prompt-injection hop from the transcript.
+
+    Attributes:
+        value: The tool's return value when the call succeeded.
+        error: ``{"tool": str, "message": str}`` when the call failed, else ``None``.
+    """
+
+    value: Any = None
+    error: dict[str, str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call succeeded."""
+        return self.error is None
+
+    @classmethod
+    def failure(cls, tool: str, message: str) -> Outcome:
+        """An error outcome; ``message`` is clamped, and an empty one becomes generic."""
+        return cls(error={"tool": tool, "message": clamp_message(message) or GENERIC_FAILURE})
+
+    def unwrap(self) -> Any:
+        """The value, or raise the error as :class:`~toolnexus.errors.ToolError`."""
+        if self.error is not None:
+            raise ToolError(self.error["tool"], self.error["message"])
+        return self.value
+
+
+def _exception_text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ still yields an outcome
+        return ""
+
+
+def outcome_from_exception(tool: str, exc: BaseException) -> Outcome:
+    """The error outcome of a call that raised: its ``str()``, clamped, and nothing more."""
+    logger.warning("tool %r raised %s", tool, type(exc).__name__, exc_info=exc)
+    return Outcome.failure(tool, _exception_text(exc))
+
+
+def _result_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    try:
+        return json.dumps(output, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(output)
+
+
+def outcome_text(outcome: Outcome) -> str:
+    """The outcome as the text a model reads: the error message, or the value (JSON unless str)."""
+    if outcome.error is not None:
+        return outcome.error.get("message", GENERIC_FAILURE)
+    return _result_text(outcome.value)
+
+
+def outcome_from_value(tool: str, value: Any) -> Outcome:
+    """Normalise what a dispatch returned into an outcome for ``tool``.
+
+    * an :class:`Outcome` is taken as is; an error outcome keeps its message (clamped), with
+      the tool name re-stamped from the call; a malformed one becomes "tool call failed";
+    * a :class:`~toolnexus.tools.ToolResult` with ``is_error`` fails with its output as the
+      message; otherwise its output is the value;
+    * anything else is the value.
+    """
+    if isinstance(value, Outcome):
+        error = value.error
+        if error is None:
+            return value
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str):
+            logger.warning("dispatch for tool %r returned a malformed outcome: %r", tool, value)
+            return Outcome.failure(tool, GENERIC_FAILURE)
+        return Outcome.failure(tool, message)
+    if isinstance(value, ToolResult):
+        if value.is_error:
+            return Outcome.failure(tool, _result_text(value.output))
+        return Outcome(value=value.output)
+    return Outcome(value=value)

@@ -1,0 +1,57 @@
+"""Classification: may this call overlap others (``parallel``) or must it run alone?"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from toolnexus.scheduling._rule import Mode
+from toolnexus.tools import Tool
+
+__all__ = ["concurrency_mode"]
+
+logger = logging.getLogger("toolnexus.scheduling")
+
+
+def concurrency_mode(tool: Tool, args: dict[str, Any]) -> Mode:
+    """Whether one call of ``tool`` with ``args`` is ``"parallel"`` or ``"exclusive"``.
+
+    The rule is fail-safe, not fail-open: guessing "safe" wrongly interleaves side effects on
+    someone else's data, guessing "unsafe" wrongly only costs time. So:
+
+    1. a tool with a ``concurrency_safe`` predicate is parallel only when the predicate returns
+       a value that ``is True``; a raise, a non-bool (``"yes"``, ``1``), an awaitable or any
+       other value means exclusive, and the reason is logged at warning level;
+    2. without a predicate, ``hints.read_only is True`` means parallel;
+    3. anything else, including no hints at all, means exclusive.
+
+    ``args`` should be the same normalised snapshot the tool will receive (the scheduler passes
+    exactly that). See ``docs/scheduling.md``.
+    """
+    predicate = tool.concurrency_safe
+    if predicate is None:
+        hints = tool.hints
+        return "parallel" if hints is not None and hints.read_only is True else "exclusive"
+    try:
+        verdict = predicate(args)
+    except Exception as exc:
+        logger.warning(
+            "concurrency_safe predicate of tool %r raised %s: %s; running the call exclusively",
+            tool.name,
+            type(exc).__name__,
+            exc,
+        )
+        return "exclusive"
+    if verdict is True:
+        return "parallel"
+    if verdict is not False:
+        if inspect.iscoroutine(verdict):
+            verdict.close()  # never awaited on purpose: the predicate must be synchronous
+        logger.warning(
+            "concurrency_safe predicate of tool %r returned %r, not a bool; running the call "
+            "exclusively (only True marks a call safe; the predicate must be synchronous)",
+            tool.name,
+            verdict,
+        )
+    return "exclusive"

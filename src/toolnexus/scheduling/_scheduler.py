@@ -1,0 +1,453 @@
+"""The scheduler lane: drives the pure rule with asyncio tasks, snapshots, audit events, futures.
+
+One ``Scheduler`` orders the tool calls of one batch (native calls of a model response) or one
+Code Mode run (the sub-calls of a program, arriving while it runs). Every ordering decision is
+made by :class:`~toolnexus.scheduling._rule.SchedulingRule`; this module only carries them out.
+
+Why no locks: all state is touched on the event-loop thread only (``submit`` is synchronous and
+workers report back between awaits), so the loop itself serialises the lane, the way a
+GenServer's mailbox does in the Elixir original.
+
+Why workers: a call does not get a task of its own. A worker task runs a started call, settles
+it, and if that settle starts further calls it runs the last of them itself (after yielding to
+the loop once) and spawns workers only for the rest. A fan-out of ten thousand calls under a cap of
+ten therefore costs ten tasks, not ten thousand, which is most of the difference between the
+lane and a bare ``asyncio.gather`` (``bench/scheduler.py``). Each call still runs in its own copy
+of the creator's context (see ``_in_context.py``), so per-call semantics are unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling._in_context import InContext
+from toolnexus.scheduling._outcome import (
+    Outcome,
+    outcome_from_exception,
+    outcome_from_value,
+)
+from toolnexus.scheduling._rule import Mode, SchedulingRule
+from toolnexus.scheduling._safety import concurrency_mode
+from toolnexus.scheduling._snapshot import snapshot
+from toolnexus.session import Event, Session
+from toolnexus.tools import Tool
+
+__all__ = [
+    "ABANDONED",
+    "DID_NOT_COMPLETE",
+    "SCHEDULER_GONE",
+    "Dispatch",
+    "Scheduler",
+    "Ticket",
+    "invoke_tool",
+]
+
+logger = logging.getLogger("toolnexus.scheduling")
+
+ABANDONED = "code run is over; tool call abandoned"
+SCHEDULER_GONE = "code run is over; scheduler is gone"
+DID_NOT_COMPLETE = "tool call did not complete"
+
+STOP_GRACE_SECONDS = 5.0
+"""How long ``stop()`` waits for cancelled tool tasks to finish before leaving them behind."""
+
+
+class Dispatch(Protocol):
+    """How a call reaches its tool: ``await dispatch(tool, args, run_ctx)``.
+
+    Return the call's value, or an :class:`Outcome` (taken as is), or raise. The scheduler
+    never calls tools itself, so it can be driven by a stub with no tools behind it.
+    """
+
+    def __call__(self, tool: Tool, args: dict[str, Any], run_ctx: Any, /) -> Awaitable[Any]: ...
+
+
+async def _raise(exc: Exception) -> Any:
+    raise exc
+
+
+async def _resolve(result: Any) -> Any:
+    return (await result) if inspect.isawaitable(result) else result
+
+
+async def invoke_tool(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+    """The default dispatch: validate the arguments and run ``tool.execute``."""
+    return await tool.invoke(args, run_ctx)
+
+
+class Ticket:
+    """Handle for one submitted call; pass it to :meth:`Scheduler.wait`.
+
+    Opaque apart from ``tool`` (the tool's name, so an answer can name the tool even when the
+    scheduler is gone) and ``seq`` (the call's place in submission order, from 1; 0 for a
+    submission that was answered at once and never entered the lane).
+    """
+
+    __slots__ = ("_answer", "_future", "_owner", "seq", "tool")
+
+    def __init__(
+        self,
+        owner: Scheduler,
+        seq: int,
+        tool: str,
+        future: asyncio.Future[Outcome] | None = None,
+        answer: Outcome | None = None,
+    ) -> None:
+        self._owner = owner
+        self._future = future
+        self._answer = answer
+        self.seq = seq
+        self.tool = tool
+
+    @property
+    def done(self) -> bool:
+        """Whether the outcome is available (the call committed, or was answered at once)."""
+        return self._future is None or self._future.done()
+
+    def __repr__(self) -> str:
+        return f"<Ticket seq={self.seq} tool={self.tool!r}>"
+
+
+class _Call:
+    """The lane's record of one call, from submission to commit."""
+
+    __slots__ = (
+        "args",
+        "future",
+        "logged_args",
+        "mode",
+        "outcome",
+        "run_ctx",
+        "seq",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        tool: Tool,
+        args: dict[str, Any],
+        logged_args: Any,
+        mode: Mode,
+        run_ctx: Any,
+        future: asyncio.Future[Outcome],
+    ) -> None:
+        self.seq = seq
+        self.tool = tool
+        self.args = args
+        self.logged_args = logged_args
+        self.mode = mode
+        self.run_ctx = run_ctx
+        self.future = future
+        self.outcome: Outcome | None = None
+
+
+def _tool_name(tool: object) -> str:
+    name = getattr(tool, "name", None)
+    return name if isinstance(name, str) else repr(tool)
+
+
+class Scheduler:
+    """One scheduler lane: classifies, starts and commits tool calls by the scheduling rule.
+
+    * ``parallel`` calls overlap, at most ``max_parallel`` at once;
+    * an ``exclusive`` call waits for everything before it to commit, runs alone, and holds the
+      lane until it has committed itself;
+    * outcomes are delivered strictly in submission order, however the work raced.
+
+    See ``docs/scheduling.md`` for the rule and its diagram. Failure is always data: ``submit``
+    and ``wait`` never raise; a failed call is ``Outcome(error={"tool", "message"})``.
+
+    Args:
+        dispatch: ``async (tool, args, run_ctx) -> value | Outcome``; defaults to running
+            ``tool.invoke`` (validate, then execute).
+        session: The :class:`~toolnexus.session.Session` that receives one bookkeeping
+            ``tool_call`` event per started call; a fresh one by default.
+        max_parallel: The most calls executing at once (positive int, default 10).
+        call_id: The outer call's id (a ``run_code`` tool-call id), used to build each event's
+            ``"<call_id>:code:<seq>"`` id.
+        audit: Whether to log ``tool_call`` events at all. Batches of native calls turn it off:
+            those calls are already in the transcript's assistant message.
+
+    Raises:
+        ConfigurationError: a misconfigured option, named, before anything starts.
+
+    Example::
+
+        async with Scheduler(max_parallel=4) as lane:
+            tickets = [lane.submit(read_file, {"path": p}) for p in paths]
+            outcomes = [await lane.wait(t) for t in tickets]
+    """
+
+    def __init__(
+        self,
+        dispatch: Dispatch | Callable[..., Any] | None = None,
+        *,
+        session: Session | None = None,
+        max_parallel: int = 10,
+        call_id: str | None = None,
+        audit: bool = True,
+    ) -> None:
+        if dispatch is not None and not callable(dispatch):
+            raise ConfigurationError(
+                f"Scheduler dispatch must be an async callable (tool, args, run_ctx), got "
+                f"{dispatch!r}; omit it to run each tool's own execute function."
+            )
+        if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
+            raise ConfigurationError(
+                f"Scheduler max_parallel must be a positive int, got {max_parallel!r}; "
+                "use 1 to run calls one at a time, or leave the default of 10."
+            )
+        if session is not None and not isinstance(session, Session):
+            raise ConfigurationError(
+                f"Scheduler session must be a toolnexus.session.Session, got "
+                f"{type(session).__name__}; omit it to get a fresh Session."
+            )
+        if call_id is not None and not isinstance(call_id, str):
+            raise ConfigurationError(f"Scheduler call_id must be a string, got {call_id!r}.")
+        self._dispatch: Callable[..., Any] = dispatch if dispatch is not None else invoke_tool
+        self._rule = SchedulingRule(max_parallel)
+        self._session = session if session is not None else Session()
+        self._event_prefix = f"{call_id}:code:" if call_id else "code:"
+        self._audit = audit
+        self._calls: dict[int, _Call] = {}
+        self._events: list[Event] = []
+        self._workers: set[asyncio.Task[None]] = set()
+        self._context = contextvars.copy_context()
+        self._stopped = False
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        """The session log that receives this lane's ``tool_call`` events."""
+        return self._session
+
+    @property
+    def max_parallel(self) -> int:
+        """The most calls this lane runs at once."""
+        return self._rule.max_parallel
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` has been called."""
+        return self._stopped
+
+    def submit(self, tool: Tool, args: Any, run_ctx: Any = None) -> Ticket:
+        """Queue one call and return at once; never raises.
+
+        ``args`` is snapshotted twice here (dispatched and audited copies) and the call is
+        classified on the dispatched copy. ``None`` counts as no arguments. A submission that
+        cannot be a call (not a ``Tool``, arguments that are not an object, no running event
+        loop, a stopped lane) is answered at once with an error outcome and takes no place in
+        the lane.
+        """
+        name = _tool_name(tool)
+        if self._stopped:
+            return self._answered(name, SCHEDULER_GONE)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self._answered(name, "submit() needs a running event loop; call it from one")
+        if not isinstance(tool, Tool):
+            return self._answered(name, f"{name} is not a toolnexus Tool")
+        dispatched = snapshot({} if args is None else args)
+        if not isinstance(dispatched, dict):
+            return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
+        logged = snapshot(args)
+        mode = concurrency_mode(tool, dispatched)
+        future: asyncio.Future[Outcome] = loop.create_future()
+        seq, started = self._rule.submit(mode)
+        self._calls[seq] = _Call(seq, tool, dispatched, logged, mode, run_ctx, future)
+        self._carry_out([], started, take=False)
+        return Ticket(self, seq, name, future)
+
+    async def wait(self, ticket: Ticket, timeout: float | None = None) -> Outcome:  # noqa: ASYNC109
+        """The outcome of ``ticket``, once the call has committed; never raises.
+
+        Waits for as long as it takes when ``timeout`` is ``None``: bounding a run is the
+        runtime's job, and the lane must not invent a second, shorter deadline. With a timeout,
+        an unanswered ticket yields an error outcome, and the call carries on (wait again to
+        get its outcome). Cancelling the waiter does not cancel the call. A stopped lane has
+        answered every ticket, so this never hangs on one.
+        """
+        if not isinstance(ticket, Ticket) or ticket._owner is not self:
+            name = ticket.tool if isinstance(ticket, Ticket) else repr(ticket)
+            return Outcome.failure(name, "this ticket was not issued by this scheduler")
+        future = ticket._future
+        if future is None:
+            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE)
+        if future.done():
+            return future.result()
+        try:
+            if timeout is None:
+                return await asyncio.shield(future)
+            return await asyncio.wait_for(asyncio.shield(future), max(timeout, 0))
+        except TimeoutError:
+            return Outcome.failure(
+                ticket.tool, f"no outcome within {timeout} s; the call may still be running"
+            )
+
+    async def call(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
+        """Submit one call and wait for its outcome; never raises (cancellation aside)."""
+        return await self.wait(self.submit(tool, args, run_ctx))
+
+    def dispatch_fun(self) -> Callable[[Tool, Any, Any], Awaitable[Outcome]]:
+        """This lane as a dispatch function ``(tool, args, run_ctx) -> Outcome``.
+
+        Hand it to Code Mode bindings so that every tool function of a program routes through
+        the lane: ordering, ``max_parallel``, snapshots and audit events all live behind it.
+        """
+        return self.call
+
+    def logged_events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The ``(type, data)`` pairs this lane appended to its session, in order."""
+        return [(e.type, e.data) for e in self._events]
+
+    async def stop(self) -> None:
+        """Tear the lane down, answering every outstanding ticket; safe to call twice.
+
+        In submission order: a call that already produced its outcome still delivers it; every
+        other one (queued or running) is answered with "code run is over; tool call
+        abandoned". Running tasks are then cancelled, and ``stop`` waits briefly for them to
+        finish. Later submissions are answered with "code run is over; scheduler is gone".
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        for seq, settled in self._rule.close():
+            call = self._calls.pop(seq)
+            outcome = call.outcome if settled else None
+            self._deliver(call, outcome or Outcome.failure(call.tool.name, ABANDONED))
+        workers = [w for w in self._workers if not w.done()]
+        for worker in workers:
+            worker.cancel()
+        if workers:
+            _, still = await asyncio.wait(workers, timeout=STOP_GRACE_SECONDS)
+            for worker in still:
+                logger.warning(
+                    "a tool ignored cancellation for %.1f s after stop(); leaving it behind: %r",
+                    STOP_GRACE_SECONDS,
+                    worker,
+                )
+
+    async def __aenter__(self) -> Scheduler:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else f"{len(self._calls)} outstanding"
+        return f"<Scheduler max_parallel={self.max_parallel} {state}>"
+
+    # -- driving the rule ----------------------------------------------------------------------
+
+    def _answered(self, name: str, message: str) -> Ticket:
+        return Ticket(self, 0, name, answer=Outcome.failure(name, message))
+
+    def _carry_out(self, committed: list[int], started: list[int], *, take: bool) -> _Call | None:
+        """Deliver ``committed`` in order, then start ``started`` in order.
+
+        With ``take``, the caller is a worker that has just finished a call: it gets the *last*
+        started call back to run itself, and workers are spawned for the others. Why the last:
+        the spawned workers' first steps are queued on the loop in order, and the caller yields
+        once before running its call, so every call still begins in submission order.
+        """
+        calls = self._calls
+        for seq in committed:
+            call = calls.pop(seq)
+            self._deliver(call, call.outcome or Outcome.failure(call.tool.name, ABANDONED))
+        if not started:
+            return None
+        for seq in started:
+            if self._audit:
+                self._log_start(calls[seq])
+        last = len(started) - 1 if take else len(started)
+        for seq in started[:last]:
+            self._spawn(calls[seq])
+        return calls[started[-1]] if take else None
+
+    def _spawn(self, call: _Call) -> None:
+        slot: list[_Call | None] = [
+            call
+        ]  # the call this worker is running: read by _worker_done as a safety net
+        worker = asyncio.get_running_loop().create_task(self._work(slot), context=self._context)
+        self._workers.add(worker)
+        worker.add_done_callback(functools.partial(self._worker_done, slot))
+
+    async def _work(self, slot: list[_Call | None]) -> None:
+        call = slot[0]
+        while call is not None:
+            name = call.tool.name
+            context = self._context.copy()  # the call's own copy of the creator's context
+            try:
+                value = await InContext(context, context.run(self._coroutine, call))
+            except asyncio.CancelledError:
+                slot[0] = None
+                if not self._stopped:  # the tool's own cancellation, not stop(): carry on
+                    logger.warning("tool %r: its call was cancelled before it finished", name)
+                    self._settle(call, Outcome.failure(name, DID_NOT_COMPLETE), take=False)
+                raise
+            except Exception as exc:
+                outcome = outcome_from_exception(name, exc)
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
+                slot[0] = None
+                if not self._stopped:
+                    self._settle(call, outcome_from_exception(name, exc), take=False)
+                raise
+            else:
+                outcome = outcome_from_value(name, value)
+            if self._stopped:
+                return  # stop() has answered this call already
+            call = slot[0] = self._settle(call, outcome, take=True)
+            if call is not None:
+                await asyncio.sleep(0)  # one loop turn between calls, so a worker never hogs it
+
+    def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
+        """The dispatch's coroutine, or one that returns (or raises) what the dispatch did."""
+        try:
+            result = self._dispatch(call.tool, call.args, call.run_ctx)
+        except Exception as exc:
+            return _raise(exc)
+        if asyncio.iscoroutine(result):
+            return result
+        return _resolve(result)
+
+    def _settle(self, call: _Call, outcome: Outcome, *, take: bool) -> _Call | None:
+        call.outcome = outcome
+        committed, started = self._rule.settle(call.seq)
+        return self._carry_out(committed, started, take=take)
+
+    def _worker_done(self, slot: list[_Call | None], worker: asyncio.Task[None]) -> None:
+        self._workers.discard(worker)
+        if not worker.cancelled():
+            worker.exception()  # mark it retrieved: its call was answered already
+        call = slot[0]
+        if call is not None and not self._stopped:
+            # Cancelled before it could run its call (from outside the lane): answer the call.
+            slot[0] = None
+            self._settle(call, Outcome.failure(call.tool.name, DID_NOT_COMPLETE), take=False)
+
+    def _log_start(self, call: _Call) -> None:
+        data = {
+            "id": f"{self._event_prefix}{call.seq}",
+            "name": call.tool.name,
+            "arguments": call.logged_args,
+            "mode": call.mode,
+            "seq": call.seq,
+            "source": "code_mode",
+        }
+        # The data is built from this lane's own snapshot, so it is JSON-shaped by construction.
+        self._events.append(self._session._append_json("tool_call", data))
+
+    def _deliver(self, call: _Call, outcome: Outcome) -> None:
+        if not call.future.done():
+            call.future.set_result(outcome)

@@ -1,0 +1,113 @@
+"""JSON-shaped snapshots of tool-call arguments.
+
+The scheduler takes two independent snapshots of every call's arguments: one is dispatched to
+the tool, the other is written to the session log. Neither can influence the other, so a tool
+that mutates its arguments cannot change the audit record; and because both are rebuilt as plain
+JSON data, a live object (a socket, a function, a lock, an instance of some class) never reaches
+the tool or the log, only its ``repr()``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "snapshot"]
+
+MAX_DEPTH = 64
+"""Containers nested deeper than this are rendered with ``repr()`` instead of copied."""
+
+
+def _render(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a broken __repr__ must not break the snapshot
+        return f"<unrepresentable {type(value).__name__} object>"
+
+
+def _key(key: object) -> str:
+    """A JSON object key, the way ``json.dumps`` would write it (``repr`` for the rest)."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float) and math.isfinite(key):
+        return float.__repr__(key)
+    return _render(key)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _copy_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
+    # The loop inlines the common case (str key, scalar value): two snapshots per call are on the
+    # scheduler's hot path.
+    copy = {}
+    for key, item in value.items():
+        copy[key if type(key) is str else _key(key)] = (
+            item if type(item) in _SCALARS else _copy(item, depth, path)
+        )
+    return copy
+
+
+def _copy(value: Any, depth: int, path: set[int]) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else _render(value)
+    if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
+        if depth >= MAX_DEPTH or id(value) in path:
+            return _render(value)
+        path.add(id(value))
+        try:
+            if kind is dict or isinstance(value, Mapping):
+                return _copy_mapping(value, depth + 1, path)
+            return [
+                item if type(item) in _SCALARS else _copy(item, depth + 1, path) for item in value
+            ]
+        finally:
+            path.discard(id(value))
+    # Subclasses of JSON scalars (enums over str/int, ...) keep their JSON value.
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else _render(value)
+    return _render(value)
+
+
+def snapshot(value: Any) -> Any:
+    """Return an independent, JSON-shaped copy of ``value``.
+
+    Scalars pass through; mappings are rebuilt with string keys (``1`` becomes ``"1"``, as
+    ``json.dumps`` would write it); lists and tuples become lists; anything else (sets, bytes,
+    objects, functions, NaN, cycles, nesting past :data:`MAX_DEPTH`) becomes its ``repr()``.
+    The result always survives ``json.dumps(..., allow_nan=False)`` and shares no mutable
+    container with the input. Never raises.
+
+    Example::
+
+        >>> snapshot({"n": 1, "tags": ("a", "b"), 2: {1, 2}})
+        {'n': 1, 'tags': ['a', 'b'], '2': '{1, 2}'}
+    """
+    if type(value) is dict:  # fast path: a flat object of str keys and scalar values
+        flat = {}
+        for key, item in value.items():
+            if type(key) is not str or type(item) not in _SCALARS:
+                break
+            flat[key] = item
+        else:
+            return flat
+    try:
+        return _copy(value, 0, set())
+    except Exception:  # a hostile Mapping (raising items(), ...) still yields a snapshot
+        return _render(value)

@@ -1,0 +1,7 @@
+"""Tools: what a model can call, how it is described, and how its arguments are checked."""
+
+from toolnexus.tools._decorator import tool
+from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolResult
+from toolnexus.tools._toolkit import Toolkit
+
+__all__ = ["ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult", "Toolkit", "tool"]

@@ -1,0 +1,221 @@
+"""The tool value: what a tool is, how it is described to a model, how it is invoked."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolnexus.errors import ConfigurationError
+from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
+
+__all__ = ["ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult"]
+
+ConcurrencyPredicate = Callable[[dict[str, Any]], object]
+"""A per-call safety predicate: only a return value that ``is True`` marks the call parallel."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHints:
+    """What a tool promises about its side effects; mirrors MCP tool annotations.
+
+    The defaults are MCP's pessimistic ones: a tool that says nothing is assumed to write,
+    destroy, repeat badly and reach the outside world. Only ``read_only=True`` lets the
+    scheduler overlap a tool's calls (see ``docs/scheduling.md``).
+
+    Attributes:
+        read_only: The tool does not modify its environment.
+        destructive: The tool may perform destructive updates (meaningful when not read-only).
+        idempotent: Calling it again with the same arguments has no additional effect.
+        open_world: The tool interacts with an open world of external entities.
+    """
+
+    read_only: bool = False
+    destructive: bool = True
+    idempotent: bool = False
+    open_world: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """An explicit tool result, for a tool that needs to report failure without raising.
+
+    A tool may return any JSON-shaped value directly; return a ``ToolResult`` when the call
+    should count as failed (``is_error=True``): the scheduler then turns it into an error
+    outcome whose message is ``output`` (rendered as text when it is not a string).
+
+    Attributes:
+        output: The result the model (or program) reads.
+        is_error: Whether the call failed.
+    """
+
+    output: Any
+    is_error: bool = False
+
+
+def _default_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+_TOOL_THREADS: ThreadPoolExecutor | None = None
+
+
+def _tool_threads() -> ThreadPoolExecutor:
+    """The executor synchronous tools run in.
+
+    Why not the event loop's default executor: on a 2-core machine it has 6 threads, which would
+    silently cap ten overlapping blocking reads at six. Sixty-four threads cover any sensible
+    ``max_parallel`` while still bounding a runaway.
+    """
+    global _TOOL_THREADS
+    if _TOOL_THREADS is None:
+        _TOOL_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolnexus-tool")
+    return _TOOL_THREADS
+
+
+def _accepts_context(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` can be called as ``fn(args, ctx)`` rather than ``fn(args)``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature: call with args only
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    has_var = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    return has_var or len(positional) >= 2
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A tool a model can call.
+
+    Build one with the :func:`~toolnexus.tool` decorator from a typed function, or directly
+    when you already have a JSON Schema (an MCP tool, a relay)::
+
+        Tool(
+            "get_weather",
+            "Current weather for a city.",
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            execute=get_weather,  # (args) or (args, ctx); sync or async
+            hints=ToolHints(read_only=True),
+        )
+
+    Attributes:
+        name: The name the model calls the tool by. Any non-empty string.
+        description: What the tool does, for the model.
+        input_schema: JSON Schema (``"type": "object"``) of the arguments.
+        execute: ``execute(args)`` or ``execute(args, ctx)``, sync or async. It returns any
+            JSON-shaped value or a :class:`ToolResult`, or raises. Sync functions run in a worker
+            thread so they never block the event loop.
+        hints: Side-effect hints; ``None`` means "nothing promised" (treated as unsafe).
+        concurrency_safe: Optional per-call predicate; it decides parallel vs exclusive for
+            each call, and only a return value that ``is True`` counts as safe.
+        source: Where the tool comes from (``"native"``, ``"mcp"``, ...), for logs and tiers.
+        requires_approval: Whether every call needs an approval handler's consent.
+        arguments_model: Set by ``@tool``: the pydantic model that validates arguments in place
+            of the JSON Schema (same rules, plus pydantic's coercions and custom validators).
+    """
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=_default_schema)
+    execute: Callable[..., Any] = field(kw_only=True)
+    hints: ToolHints | None = field(default=None, kw_only=True)
+    concurrency_safe: ConcurrencyPredicate | None = field(default=None, kw_only=True)
+    source: str = field(default="native", kw_only=True)
+    requires_approval: bool = field(default=False, kw_only=True)
+    arguments_model: type[BaseModel] | None = field(default=None, kw_only=True, repr=False)
+    _validator: ArgumentsValidator = field(init=False, repr=False)
+    _takes_context: bool = field(init=False, repr=False)
+    _is_async: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigurationError(
+                f"Tool name must be a non-empty string, got {self.name!r}; "
+                "pass the name the model should call the tool by."
+            )
+        if not isinstance(self.description, str):
+            raise ConfigurationError(
+                f"Tool '{self.name}': description must be a string, "
+                f"got {type(self.description).__name__}."
+            )
+        if not callable(self.execute):
+            raise ConfigurationError(
+                f"Tool '{self.name}': execute must be callable as execute(args) or "
+                f"execute(args, ctx), got {self.execute!r}."
+            )
+        if self.hints is not None and not isinstance(self.hints, ToolHints):
+            raise ConfigurationError(
+                f"Tool '{self.name}': hints must be a ToolHints or None, got {self.hints!r}; "
+                "use hints=ToolHints(read_only=True) for a tool without side effects."
+            )
+        if self.concurrency_safe is not None and not callable(self.concurrency_safe):
+            raise ConfigurationError(
+                f"Tool '{self.name}': concurrency_safe must be a callable taking the "
+                f"arguments dict, got {self.concurrency_safe!r}."
+            )
+        if not isinstance(self.input_schema, Mapping):
+            raise ConfigurationError(
+                f"Tool '{self.name}': input_schema must be a JSON Schema object, "
+                f"got {type(self.input_schema).__name__}."
+            )
+        validator = schema_validator(self.name, dict(self.input_schema), self.arguments_model)
+        object.__setattr__(self, "input_schema", dict(self.input_schema))
+        object.__setattr__(self, "_validator", validator)
+        object.__setattr__(self, "_takes_context", _accepts_context(self.execute))
+        object.__setattr__(self, "_is_async", _is_async(self.execute))
+
+    def validate_arguments(self, args: Mapping[str, Any]) -> None:
+        """Check ``args`` against the tool's schema.
+
+        Raises:
+            ToolArgumentsError: naming each offending field and its problem.
+        """
+        self._validator(args)
+
+    async def invoke(self, args: dict[str, Any], ctx: Any = None) -> Any:
+        """Validate ``args``, then run ``execute`` and return what it returned.
+
+        Sync ``execute`` functions run in a worker thread (with the caller's contextvars);
+        cancelling the awaiting task stops waiting but cannot interrupt a thread already running.
+
+        Raises:
+            ToolArgumentsError: the arguments do not match the schema; ``execute`` never ran.
+            Exception: whatever ``execute`` raised.
+        """
+        self._validator(args)
+        call_args: tuple[Any, ...] = (args, ctx) if self._takes_context else (args,)
+        if self._is_async:
+            return await self.execute(*call_args)
+        loop = asyncio.get_running_loop()
+        run = functools.partial(contextvars.copy_context().run, self.execute, *call_args)
+        result = await loop.run_in_executor(_tool_threads(), run)
+        if inspect.isawaitable(result):  # a sync callable that returned a coroutine
+            return await result
+        return result
+
+    def definition(self) -> dict[str, Any]:
+        """The provider-neutral definition: ``{"name", "description", "input_schema"}``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }

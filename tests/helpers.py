@@ -1,0 +1,73 @@
+"""Test helpers: a probe that records what ran together, and tools wired to it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from toolnexus import Tool, ToolHints
+
+
+class Probe:
+    """Counts calls in flight and records starts, ends and overlap violations.
+
+    Tools made by :meth:`tool` run for ``args["steps"]`` loop turns (default 1), or until
+    ``gate(key)`` is set when ``args["gate"]`` names a key: tests decide when a call finishes
+    without sleeping on a wall clock.
+    """
+
+    def __init__(self) -> None:
+        self.active: set[str] = set()
+        self.peak = 0
+        self.log: list[tuple[str, str]] = []
+        self.overlaps: list[tuple[str, frozenset[str]]] = []  # exclusive calls that had company
+        self.gates: dict[str, asyncio.Event] = {}
+        self.exclusive_running: str | None = None
+
+    def gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
+
+    def starts(self) -> list[str]:
+        return [key for kind, key in self.log if kind == "start"]
+
+    def tool(self, name: str, *, read_only: bool = True, **options: Any) -> Tool:
+        probe = self
+
+        async def execute(args: dict[str, Any]) -> Any:
+            key = str(args.get("id", name))
+            if probe.exclusive_running is not None or (not read_only and probe.active):
+                probe.overlaps.append((key, frozenset(probe.active)))
+            probe.active.add(key)
+            if not read_only:
+                probe.exclusive_running = key
+            probe.peak = max(probe.peak, len(probe.active))
+            probe.log.append(("start", key))
+            try:
+                if "gate" in args:
+                    await probe.gate(str(args["gate"])).wait()
+                else:
+                    for _ in range(int(args.get("steps", 1))):
+                        await asyncio.sleep(0)
+                if args.get("fail"):
+                    raise RuntimeError(str(args["fail"]))
+                return key
+            finally:
+                probe.active.discard(key)
+                if not read_only:
+                    probe.exclusive_running = None
+                probe.log.append(("end", key))
+
+        return Tool(
+            name,
+            f"test tool {name}",
+            {"type": "object"},
+            execute=execute,
+            hints=ToolHints(read_only=read_only),
+            **options,
+        )
+
+
+async def settle_loop(turns: int = 20) -> None:
+    """Let the event loop run ``turns`` iterations."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
