@@ -1,0 +1,78 @@
+"""The public face: exported names are pinned, so a change to them is deliberate."""
+
+from __future__ import annotations
+
+import inspect
+
+import toolnexus
+import toolnexus.errors
+import toolnexus.scheduling
+import toolnexus.session
+import toolnexus.tools
+
+EXPECTED = {
+    toolnexus: [
+        "ConfigurationError", "Outcome", "Scheduler", "Session", "Tool", "ToolCall", "ToolError",
+        "ToolHints", "ToolResult", "Toolkit", "ToolnexusError", "__version__", "run_batch", "tool",
+    ],
+    toolnexus.errors: [
+        "ConfigurationError", "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
+    ],
+    toolnexus.scheduling: [
+        "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket", "ToolCall",
+        "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
+    ],
+    toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.tools: [
+        "ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult", "Toolkit", "tool",
+    ],
+}  # fmt: skip
+
+
+def test_exported_names_are_pinned_and_importable() -> None:
+    # (ruff's RUF022 keeps each __all__ sorted, isort-style)
+    for module, names in EXPECTED.items():
+        assert module.__all__ == names, module.__name__
+        for name in names:
+            assert getattr(module, name) is not None
+
+
+def test_public_callables_have_docstrings() -> None:
+    for module in EXPECTED:
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isfunction(value) or inspect.isclass(value):
+                assert (value.__doc__ or "").strip(), f"{module.__name__}.{name}"
+
+
+def test_errors_tree() -> None:
+    from toolnexus.errors import (
+        ConfigurationError,
+        SessionError,
+        ToolArgumentsError,
+        ToolError,
+        ToolnexusError,
+    )
+
+    for error in (ConfigurationError, SessionError, ToolArgumentsError):
+        assert issubclass(error, ToolnexusError) and issubclass(error, ValueError)
+    assert issubclass(ToolError, ToolnexusError) and not issubclass(ToolError, ValueError)
+    e = ToolError("read", "no such file")
+    assert (e.tool, e.message, str(e)) == ("read", "no such file", "no such file")
+    assert repr(e) == "ToolError(tool='read', message='no such file')"
+    assert str(ToolArgumentsError("t", [])) == (
+        "invalid arguments for tool 't': arguments do not match the schema"
+    )
+
+
+def test_outcome_unwrap() -> None:
+    import pytest
+
+    from toolnexus.errors import ToolError
+    from toolnexus.scheduling import Outcome
+
+    assert Outcome(value=3).unwrap() == 3
+    assert Outcome(value=3).ok and not Outcome.failure("t", "m").ok
+    with pytest.raises(ToolError, match="boom") as info:
+        Outcome.failure("t", "boom").unwrap()
+    assert info.value.tool == "t"
