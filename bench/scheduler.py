@@ -58,9 +58,7 @@ def overhead(n: int, repeats: int = 11) -> None:
         "bare asyncio.gather": lambda: _bare(n),
         "Scheduler, cap 10 (dispatch seam)": lambda: _scheduled(n, 10, _noop_dispatch),
         f"Scheduler, cap {n} (dispatch seam)": lambda: _scheduled(n, n, _noop_dispatch),
-        "Scheduler, cap 10 (default dispatch: validate + execute)": lambda: _scheduled(
-            n, 10, None
-        ),
+        "Scheduler, cap 10 (default dispatch: validate + execute)": lambda: _scheduled(n, 10, None),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
@@ -72,8 +70,7 @@ def overhead(n: int, repeats: int = 11) -> None:
     for name, samples in times.items():
         t = statistics.median(samples)
         print(
-            f"    {name:<58} {t * 1e3:8.1f} ms  {t / n * 1e6:6.2f} us/call  "
-            f"ratio {t / base:4.2f}"
+            f"    {name:<58} {t * 1e3:8.1f} ms  {t / n * 1e6:6.2f} us/call  ratio {t / base:4.2f}"
         )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import Probe
 
+from helpers import Probe
 from toolnexus import ConfigurationError, Tool, ToolCall, Toolkit, run_batch, tool
 from toolnexus.scheduling import Outcome
 from toolnexus.session import Session

@@ -25,9 +25,7 @@ def test_without_a_predicate_hints_decide() -> None:
 
 
 def test_the_predicate_decides_per_call_and_overrides_hints() -> None:
-    t = _tool(
-        hints=ToolHints(read_only=True), concurrency_safe=lambda a: a.get("dryRun") is True
-    )
+    t = _tool(hints=ToolHints(read_only=True), concurrency_safe=lambda a: a.get("dryRun") is True)
     assert concurrency_mode(t, {"dryRun": True}) == "parallel"
     assert concurrency_mode(t, {"dryRun": False}) == "exclusive"
     assert concurrency_mode(t, {}) == "exclusive"

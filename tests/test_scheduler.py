@@ -10,8 +10,8 @@ import threading
 from typing import Any
 
 import pytest
-from helpers import Probe
 
+from helpers import Probe
 from toolnexus import ConfigurationError, Tool, ToolHints, ToolResult
 from toolnexus.scheduling import Outcome, Scheduler, Ticket
 from toolnexus.session import Session
@@ -210,7 +210,9 @@ class _Detailed(Exception):
         self.secret = "attribute detail"
 
 
-async def test_a_raised_exception_becomes_exactly_two_strings(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_raised_exception_becomes_exactly_two_strings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     try:
         raise KeyError("cause detail")
     except KeyError as cause:
@@ -484,7 +486,7 @@ async def test_a_tool_mutating_its_arguments_cannot_change_the_audit_record() ->
     raw = {"path": "notes.txt", "nested": {"x": [1]}}
     async with Scheduler() as lane:
         await lane.call(Tool("mutate", execute=mutate), raw)
-    (event_type, data), = lane.logged_events()
+    ((_, data),) = lane.logged_events()
     assert data["arguments"] == {"path": "notes.txt", "nested": {"x": [1]}}
     assert raw == {"path": "notes.txt", "nested": {"x": [1]}}  # the caller's dict too
     assert received[0] is not raw
@@ -507,7 +509,7 @@ async def test_live_objects_reach_neither_the_tool_nor_the_log() -> None:
     finally:
         sock.close()
     (args,) = received
-    (_, data), = lane.logged_events()
+    ((_, data),) = lane.logged_events()
     for snap in (args, data["arguments"]):
         assert snap["sock"].startswith("<socket.socket")
         assert snap["fn"] == repr(print)

@@ -79,9 +79,9 @@ specs = st.lists(
 )
 
 
-async def _scenario(calls: list[_Spec], cap: int, stop_after: int | None) -> tuple[
-    _World, list[Outcome], bool
-]:
+async def _scenario(
+    calls: list[_Spec], cap: int, stop_after: int | None
+) -> tuple[_World, list[Outcome], bool]:
     world = _World()
     safe, unsafe = _tools(world)
     lane = Scheduler(max_parallel=cap)
@@ -123,7 +123,7 @@ def test_random_workloads_keep_every_guarantee(calls: list[_Spec], cap: int) -> 
     assert world.peak <= cap  # in flight never exceeds the cap
     assert world.starts == list(range(len(calls)))  # starts are FIFO
     assert world.commit_order == list(range(len(calls)))  # commit order = submission order
-    assert world.answered == {i: 1 for i in range(len(calls))}  # every ticket answered once
+    assert world.answered == dict.fromkeys(range(len(calls)), 1)  # every ticket answered once
     for i, (spec, outcome) in enumerate(zip(calls, outcomes, strict=True)):
         if spec.fails:  # a failure is this call's own outcome and nobody else's
             assert outcome.error == {"tool": "safe" if spec.safe else "unsafe",

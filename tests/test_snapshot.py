@@ -23,7 +23,7 @@ class Level(enum.IntEnum):
     HIGH = 3
 
 
-class Name(str, enum.Enum):
+class Name(enum.StrEnum):
     ADA = "ada"
 
 
@@ -102,7 +102,10 @@ def test_copies_are_independent() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda children: st.lists(children) | st.dictionaries(st.text(), children),
     max_leaves=30,

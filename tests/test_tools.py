@@ -161,7 +161,7 @@ def test_functions_that_cannot_be_described_are_refused() -> None:
         with pytest.raises(ConfigurationError, match=what):
             tool(fn)
 
-    def unresolvable(a: "NoSuchType") -> None: ...  # type: ignore[name-defined]  # noqa: F821
+    def unresolvable(a: "NoSuchType") -> None: ...  # type: ignore[name-defined]  # noqa: F821, UP037
 
     with pytest.raises(ConfigurationError, match="cannot resolve the type annotations"):
         tool(unresolvable)
