@@ -161,3 +161,17 @@ async def test_non_string_values_are_rendered_as_json_in_the_transcript() -> Non
 async def test_calls_must_be_tool_calls() -> None:
     with pytest.raises(ConfigurationError, match="run_batch takes ToolCall objects"):
         await run_batch([{"name": "x"}], [])  # type: ignore[list-item]
+
+
+async def test_a_call_that_cannot_run_takes_no_turn_in_the_lane(probe: Probe) -> None:
+    """An invalid call to an unsafe tool is answered up front: it does not act as a barrier."""
+    tools = [probe.tool("read"), probe.tool("write", read_only=False)]
+    calls = [
+        ToolCall("1", "read", {"id": "r1", "steps": 3}),
+        ToolCall("2", "write", '{"id": '),  # broken JSON
+        ToolCall("3", "read", {"id": "r2", "steps": 3}),
+    ]
+    outcomes = await run_batch(calls, tools)
+    assert [o.ok for o in outcomes] == [True, False, True]
+    assert probe.peak == 2  # r1 and r2 overlapped: the broken write never held the barrier
+    assert probe.starts() == ["r1", "r2"]
