@@ -61,17 +61,19 @@ def overhead(n: int, repeats: int = 11) -> None:
         "Scheduler, cap 10 (default dispatch: validate + execute)": lambda: _scheduled(n, 10, None),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
+    for run in variants.values():  # warm-up: imports, allocator, first-call costs
+        asyncio.run(run())
     for _ in range(repeats):
         for name, run in variants.items():
             gc.collect()
             times[name].append(asyncio.run(run()))
-    base = statistics.median(times["bare asyncio.gather"])
-    print(f"(a) {n:,} no-op parallel calls, median of {repeats} runs")
+    bare = times["bare asyncio.gather"]
+    print(f"(a) {n:,} no-op parallel calls, {repeats} interleaved runs; medians, and the median")
+    print("    of the per-run ratios (each run against the bare gather measured beside it)")
     for name, samples in times.items():
         t = statistics.median(samples)
-        print(
-            f"    {name:<58} {t * 1e3:8.1f} ms  {t / n * 1e6:6.2f} us/call  ratio {t / base:4.2f}"
-        )
+        ratio = statistics.median(s / b for s, b in zip(samples, bare, strict=True))
+        print(f"    {name:<58} {t * 1e3:8.1f} ms  {t / n * 1e6:6.2f} us/call  ratio {ratio:4.2f}")
 
 
 def optimum(modes: list[Mode], durations: list[float], cap: int) -> float:

@@ -339,6 +339,7 @@ async def test_submit_answers_bad_submissions_at_once() -> None:
         "message": "arguments must be an object, got list",
     }
     assert (await lane.call(_noop_tool(), None)).ok  # None means no arguments
+    assert lane.logged_events()[0][1]["arguments"] == {}
     await lane.stop()
 
 

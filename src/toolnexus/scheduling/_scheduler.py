@@ -55,6 +55,9 @@ ABANDONED = "code run is over; tool call abandoned"
 SCHEDULER_GONE = "code run is over; scheduler is gone"
 DID_NOT_COMPLETE = "tool call did not complete"
 
+YIELD_EVERY = 16
+"""A worker running back-to-back calls that never suspend yields to the loop this often."""
+
 STOP_GRACE_SECONDS = 5.0
 """How long ``stop()`` waits for cancelled tool tasks to finish before leaving them behind."""
 
@@ -149,6 +152,16 @@ class _Call:
         self.outcome: Outcome | None = None
 
 
+class _Slot:
+    """What one worker task is doing: its call, and whether it has begun running it."""
+
+    __slots__ = ("began", "call")
+
+    def __init__(self, call: _Call) -> None:
+        self.call: _Call | None = call
+        self.began = False
+
+
 def _tool_name(tool: object) -> str:
     name = getattr(tool, "name", None)
     return name if isinstance(name, str) else repr(tool)
@@ -220,6 +233,7 @@ class Scheduler:
         self._calls: dict[int, _Call] = {}
         self._events: list[Event] = []
         self._workers: set[asyncio.Task[None]] = set()
+        self._not_begun = 0  # calls the rule started whose worker has not begun running them
         self._context = contextvars.copy_context()
         self._stopped = False
 
@@ -258,10 +272,11 @@ class Scheduler:
             return self._answered(name, "submit() needs a running event loop; call it from one")
         if not isinstance(tool, Tool):
             return self._answered(name, f"{name} is not a toolnexus Tool")
-        dispatched = snapshot({} if args is None else args)
+        raw = {} if args is None else args
+        dispatched = snapshot(raw)
         if not isinstance(dispatched, dict):
             return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
-        logged = snapshot(args)
+        logged = snapshot(raw)
         mode = concurrency_mode(tool, dispatched)
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode)
@@ -367,6 +382,7 @@ class Scheduler:
             self._deliver(call, call.outcome or Outcome.failure(call.tool.name, ABANDONED))
         if not started:
             return None
+        self._not_begun += len(started)
         for seq in started:
             if self._audit:
                 self._log_start(calls[seq])
@@ -376,22 +392,23 @@ class Scheduler:
         return calls[started[-1]] if take else None
 
     def _spawn(self, call: _Call) -> None:
-        slot: list[_Call | None] = [
-            call
-        ]  # the call this worker is running: read by _worker_done as a safety net
+        slot = _Slot(call)
         worker = asyncio.get_running_loop().create_task(self._work(slot), context=self._context)
         self._workers.add(worker)
         worker.add_done_callback(functools.partial(self._worker_done, slot))
 
-    async def _work(self, slot: list[_Call | None]) -> None:
-        call = slot[0]
+    async def _work(self, slot: _Slot) -> None:
+        call = slot.call
+        handled = 0
         while call is not None:
+            slot.began = True
+            self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
             try:
                 value = await InContext(context, context.run(self._coroutine, call))
             except asyncio.CancelledError:
-                slot[0] = None
+                slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
                     self._settle(call, Outcome.failure(name, DID_NOT_COMPLETE), take=False)
@@ -399,7 +416,7 @@ class Scheduler:
             except Exception as exc:
                 outcome = outcome_from_exception(name, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
-                slot[0] = None
+                slot.call = None
                 if not self._stopped:
                     self._settle(call, outcome_from_exception(name, exc), take=False)
                 raise
@@ -407,9 +424,14 @@ class Scheduler:
                 outcome = outcome_from_value(name, value)
             if self._stopped:
                 return  # stop() has answered this call already
-            call = slot[0] = self._settle(call, outcome, take=True)
-            if call is not None:
-                await asyncio.sleep(0)  # one loop turn between calls, so a worker never hogs it
+            call = slot.call = self._settle(call, outcome, take=True)
+            slot.began = False
+            handled += 1
+            if call is not None and (self._not_begun > 1 or handled % YIELD_EVERY == 0):
+                # Calls started before this one, whose workers are queued on the loop, must
+                # begin first (calls begin in submission order); and a worker whose calls
+                # never suspend must not hog the loop. Both take one loop turn.
+                await asyncio.sleep(0)
 
     def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
         """The dispatch's coroutine, or one that returns (or raises) what the dispatch did."""
@@ -426,14 +448,16 @@ class Scheduler:
         committed, started = self._rule.settle(call.seq)
         return self._carry_out(committed, started, take=take)
 
-    def _worker_done(self, slot: list[_Call | None], worker: asyncio.Task[None]) -> None:
+    def _worker_done(self, slot: _Slot, worker: asyncio.Task[None]) -> None:
         self._workers.discard(worker)
+        if slot.call is not None and not slot.began:  # cancelled before it began its call
+            self._not_begun -= 1
         if not worker.cancelled():
             worker.exception()  # mark it retrieved: its call was answered already
-        call = slot[0]
+        call = slot.call
         if call is not None and not self._stopped:
             # Cancelled before it could run its call (from outside the lane): answer the call.
-            slot[0] = None
+            slot.call = None
             self._settle(call, Outcome.failure(call.tool.name, DID_NOT_COMPLETE), take=False)
 
     def _log_start(self, call: _Call) -> None:
