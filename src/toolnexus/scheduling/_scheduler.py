@@ -213,11 +213,6 @@ class Scheduler:
                 f"Scheduler dispatch must be an async callable (tool, args, run_ctx), got "
                 f"{dispatch!r}; omit it to run each tool's own execute function."
             )
-        if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
-            raise ConfigurationError(
-                f"Scheduler max_parallel must be a positive int, got {max_parallel!r}; "
-                "use 1 to run calls one at a time, or leave the default of 10."
-            )
         if session is not None and not isinstance(session, Session):
             raise ConfigurationError(
                 f"Scheduler session must be a toolnexus.session.Session, got "
@@ -226,7 +221,12 @@ class Scheduler:
         if call_id is not None and not isinstance(call_id, str):
             raise ConfigurationError(f"Scheduler call_id must be a string, got {call_id!r}.")
         self._dispatch: Callable[..., Any] = dispatch if dispatch is not None else invoke_tool
-        self._rule = SchedulingRule(max_parallel)
+        try:
+            self._rule = SchedulingRule(max_parallel)
+        except ValueError as exc:  # the rule owns the check; this is the configuration boundary
+            raise ConfigurationError(
+                f"Scheduler {exc}; use 1 to run calls one at a time, or leave the default of 10."
+            ) from exc
         self._session = session if session is not None else Session()
         self._event_prefix = f"{call_id}:code:" if call_id else "code:"
         self._audit = audit
@@ -379,7 +379,8 @@ class Scheduler:
         calls = self._calls
         for seq in committed:
             call = calls.pop(seq)
-            self._deliver(call, call.outcome or Outcome.failure(call.tool.name, ABANDONED))
+            assert call.outcome is not None  # the rule commits settled calls only
+            self._deliver(call, call.outcome)
         if not started:
             return None
         self._not_begun += len(started)
