@@ -27,11 +27,14 @@ class ToolCall:
         name: The tool the model asked for.
         arguments: The arguments: a dict, or the raw JSON text a provider sends (an empty
             string counts as no arguments).
+        parent_token: Set only on a call a running Code Mode program synthesised (see
+            :func:`toolnexus.codemode.tag_transport`); ``None`` for a call the model sent.
     """
 
     id: str
     name: str
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    parent_token: str | None = None
 
 
 def _parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:

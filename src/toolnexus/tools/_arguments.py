@@ -44,7 +44,7 @@ def _model_validator(name: str, model: type[BaseModel]) -> ArgumentsValidator:
 
 
 def _json_schema_validator(name: str, schema: dict[str, Any]) -> ArgumentsValidator:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     try:
         cls.check_schema(schema)
     except SchemaError as exc:

@@ -1,0 +1,177 @@
+"""Bindings: the functions a program is given, one per tool, and how a sub-call reaches its tool.
+
+Granted tools dispatch through ``dispatch`` (in a real run, the run's scheduler lane). Denied
+tools are stubs that fail with "tool 'NAME' is denied by the permission policy" without reaching
+the lane: both are present, so a program never meets an undefined function and cannot tell
+"denied" from "failed" by the shape of what it caught.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolnexus.codemode._policy import PermissionPolicy
+from toolnexus.scheduling import Outcome
+from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.tools import Tool
+from toolnexus.tools._hooks import ToolHooks, maybe_await
+
+__all__ = [
+    "ApprovalHandler",
+    "Binding",
+    "RunContext",
+    "bindings",
+    "denied_message",
+    "direct_dispatch",
+]
+
+logger = logging.getLogger("toolnexus.codemode")
+
+ApprovalHandler = Callable[[str, dict[str, Any]], "bool | Awaitable[bool]"]
+"""``handler(tool_name, args) -> bool`` (sync or async): only ``True`` approves the call."""
+
+SubDispatch = Callable[[Tool, Any, Any], Awaitable[Outcome]]
+
+
+def denied_message(name: str) -> str:
+    """The failure a program sees when it calls a tool the policy denies."""
+    return f"tool '{name}' is denied by the permission policy"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every call of one run carries: the caller's dependencies and its guards.
+
+    Tools that take a ``ctx`` parameter receive this object.
+
+    Attributes:
+        deps: Anything the caller wants its tools to see (a database handle, a user id).
+        policy: The :class:`PermissionPolicy` in force (``None``: everything allowed).
+        approval_handler: Consulted for every call that needs approval; without one, such
+            calls are refused.
+        hooks: Before/after hooks run around every call.
+        parent_token: Set on the context of a program's sub-calls (see ``tag_transport``).
+    """
+
+    deps: Any = None
+    policy: PermissionPolicy | None = None
+    approval_handler: ApprovalHandler | None = None
+    hooks: ToolHooks | None = None
+    parent_token: str | None = None
+
+
+def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
+    return policy.needs_approval(tool) if policy is not None else tool.requires_approval
+
+
+async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext) -> str | None:
+    """``None`` when the call may run, else the message of its refusal."""
+    if not _needs_approval(tool, ctx.policy):
+        return None
+    if ctx.approval_handler is None:
+        return (
+            f"call to '{tool.name}' needs approval and no approval handler is configured; "
+            "it was not run"
+        )
+    try:
+        verdict = await maybe_await(ctx.approval_handler(tool.name, dict(args)))
+    except Exception:
+        logger.exception("approval handler raised for tool %r; refusing the call", tool.name)
+        return f"call to '{tool.name}' was not approved (the approval handler failed)"
+    if verdict is True:
+        return None
+    return f"call to '{tool.name}' was not approved"
+
+
+async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None) -> Outcome:
+    """Run one call with no scheduling in front of it: approval, before-hooks, the tool,
+    after-hooks. Never raises (cancellation aside); every failure is an error ``Outcome``.
+
+    This is what a run's scheduler lane dispatches to, so a program's sub-calls get exactly the
+    approval and hooks a model's direct calls get. ``run_ctx`` is a :class:`RunContext`; any
+    other object is passed to the tool as its context, with no hooks and no approval handler.
+    """
+    ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
+    refusal = await _approved(tool, args, ctx)
+    if refusal is not None:
+        return Outcome.failure(tool.name, refusal)
+    hooks = ctx.hooks or ToolHooks()
+    try:
+        for before in hooks.before:
+            replacement = await maybe_await(before(tool.name, args, ctx))
+            if isinstance(replacement, dict):
+                args = replacement
+    except Exception as exc:
+        return outcome_from_exception(tool.name, exc)
+    try:
+        outcome = outcome_from_value(tool.name, await tool.invoke(args, ctx))
+    except Exception as exc:
+        outcome = outcome_from_exception(tool.name, exc)
+    try:
+        for after in hooks.after:
+            replacement = await maybe_await(after(tool.name, args, outcome, ctx))
+            if isinstance(replacement, Outcome):
+                outcome = replacement
+    except Exception as exc:
+        outcome = outcome_from_exception(tool.name, exc)
+    return outcome
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One function of a program's ``tools`` global.
+
+    Attributes:
+        name: The tool's exact name.
+        granted: Whether the policy allows it (a denied binding is a failing stub).
+        call: ``await call(args) -> Outcome``; never raises.
+    """
+
+    name: str
+    granted: bool
+    call: Callable[[Any], Awaitable[Outcome]]
+
+
+def _granted(tool: Tool, run_ctx: Any, dispatch: SubDispatch) -> Binding:
+    async def call(args: Any) -> Outcome:
+        return await dispatch(tool, args, run_ctx)
+
+    return Binding(tool.name, True, call)
+
+
+def _stub(name: str) -> Binding:
+    async def call(args: Any) -> Outcome:
+        return Outcome.failure(name, denied_message(name))
+
+    return Binding(name, False, call)
+
+
+def bindings(
+    tools: Sequence[Tool],
+    policy: PermissionPolicy | None = None,
+    run_ctx: Any = None,
+    *,
+    dispatch: SubDispatch | None = None,
+) -> list[Binding]:
+    """The bindings a program is given: one per tool (first of a name wins), sorted by name.
+
+    Args:
+        tools: Every tool, before the permission filter: denied ones become stubs.
+        policy: The policy in force; ``None`` grants everything.
+        run_ctx: Passed to ``dispatch`` with every call.
+        dispatch: How a granted call reaches its tool. A real run passes its scheduler's
+            :meth:`~toolnexus.scheduling.Scheduler.dispatch_fun`; the default,
+            :func:`direct_dispatch`, runs calls unscheduled (right for a test or a direct
+            caller, wrong for a run).
+    """
+    route: SubDispatch = dispatch if dispatch is not None else direct_dispatch
+    seen: dict[str, Binding] = {}
+    for t in tools:
+        if t.name in seen:
+            continue
+        allowed = policy is None or policy.allows(t.name)
+        seen[t.name] = _granted(t, run_ctx, route) if allowed else _stub(t.name)
+    return [seen[name] for name in sorted(seen)]

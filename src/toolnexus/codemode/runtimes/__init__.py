@@ -1,0 +1,25 @@
+"""Code Mode runtimes: the sandboxes programs run in.
+
+``MontyRuntime`` runs Python (the default); ``V8Runtime`` runs JavaScript in a permission-less
+Deno subprocess. Both implement :class:`CodeRuntime`; budgets are keyword arguments of either.
+"""
+
+from toolnexus.codemode.runtimes._base import (
+    Budgets,
+    CodeRuntime,
+    FailureKind,
+    ProgramFailure,
+    RunReport,
+    ToolCaller,
+)
+from toolnexus.codemode.runtimes._monty import MontyRuntime
+
+__all__ = [
+    "Budgets",
+    "CodeRuntime",
+    "FailureKind",
+    "MontyRuntime",
+    "ProgramFailure",
+    "RunReport",
+    "ToolCaller",
+]

@@ -1,0 +1,124 @@
+"""Type-checking programs against the SDK with Monty's bundled checker (``ty``), warm.
+
+Why a separate, long-lived session: the checker's first run in a session costs ~50 ms (the
+checker starts and loads the stubs), later ones ~2 ms. A run's own session cannot be reused
+across runs (globals would leak between programs), so each SDK gets one *checker* session,
+kept warm, that only ever defines a function: the program is checked as the body of
+``async def _toolnexus_check_N():`` and nothing in it executes. Diagnostics are mapped back to
+the program's own lines and columns.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+import pydantic_monty as monty
+
+__all__ = ["Checker", "CheckerCache"]
+
+_INDENT = "    "
+_POSITION = re.compile(r"^main\.py:(\d+):(\d+):", re.MULTILINE)
+MAX_CHECKS_PER_SESSION = 200
+"""A checker session accumulates every function it checked; recycle it after this many."""
+
+
+def _wrap(code: str, n: int) -> str:
+    body = "\n".join(_INDENT + line for line in code.splitlines()) or f"{_INDENT}pass"
+    return f"async def _toolnexus_check_{n}():\n{body}\n{_INDENT}pass\n"
+
+
+def _unwrap_positions(text: str) -> str:
+    def shift(m: re.Match[str]) -> str:
+        line, col = int(m.group(1)) - 1, max(int(m.group(2)) - len(_INDENT), 1)
+        return f"line {line}, column {col}:"
+
+    return _POSITION.sub(shift, text)
+
+
+class Checker:
+    """One warm checker session for one SDK; use from one thread at a time."""
+
+    def __init__(self, pool: monty.Monty, sdk: str) -> None:
+        self._checkout = pool.checkout(
+            type_check=True, type_check_stubs=sdk, type_check_format="concise"
+        )
+        self._session = self._checkout.__enter__()
+        self.checks = 0
+        self.lock = threading.Lock()
+
+    def check(self, code: str) -> str | None:
+        """``None`` when ``code`` type-checks, else the diagnostics (program positions)."""
+        self.checks += 1
+        try:
+            self._session.feed_run(_wrap(code, self.checks))
+        except monty.MontyTypingError as exc:
+            return _unwrap_positions(exc.display().strip())
+        except monty.MontyError as exc:  # a syntax error the checker did not report as typing
+            return _unwrap_positions(str(exc))
+        return None
+
+    def close(self) -> None:
+        """Return the worker to the pool."""
+        try:
+            self._checkout.__exit__(None, None, None)
+        except monty.MontyError:
+            pass
+
+
+class CheckerCache:
+    """Warm checkers for the most recently used SDKs (thread-safe)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self._size = size
+        self._checkers: OrderedDict[str, Checker] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(self, pool: monty.Monty, sdk: str, code: str) -> str | None:
+        """Type-check ``code`` against ``sdk``; blocks (run it in a worker thread)."""
+        checker = self._checker(pool, sdk)
+        with checker.lock:
+            try:
+                return checker.check(code)
+            except monty.MontyCrashedError:
+                self._drop(sdk, checker)
+                raise
+            finally:
+                if checker.checks >= MAX_CHECKS_PER_SESSION:
+                    self._drop(sdk, checker)
+
+    def close(self) -> None:
+        """Close every checker."""
+        with self._lock:
+            checkers = list(self._checkers.values())
+            self._checkers.clear()
+        for checker in checkers:
+            checker.close()
+
+    def _checker(self, pool: monty.Monty, sdk: str) -> Checker:
+        with self._lock:
+            checker = self._checkers.get(sdk)
+            if checker is not None:
+                self._checkers.move_to_end(sdk)
+                return checker
+        checker = Checker(pool, sdk)
+        evicted: list[Checker] = []
+        with self._lock:
+            raced = self._checkers.get(sdk)
+            if raced is not None:  # another thread built one meanwhile: use it
+                evicted.append(checker)
+                checker = raced
+            self._checkers[sdk] = checker
+            while len(self._checkers) > self._size:
+                evicted.append(self._checkers.popitem(last=False)[1])
+        for old in evicted:
+            with old.lock:
+                old.close()
+        return checker
+
+    def _drop(self, sdk: str, checker: Checker) -> None:
+        with self._lock:
+            if self._checkers.get(sdk) is checker:
+                del self._checkers[sdk]
+        checker.close()
