@@ -15,6 +15,7 @@ from typing import Any
 
 from toolnexus.codemode._policy import PermissionPolicy
 from toolnexus.scheduling import Outcome
+from toolnexus.session import Session
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.tools import Tool
 from toolnexus.tools._hooks import ToolHooks, maybe_await
@@ -54,6 +55,8 @@ class RunContext:
             calls are refused.
         hooks: Before/after hooks run around every call.
         parent_token: Set on the context of a program's sub-calls (see ``tag_transport``).
+        session: The session log of the conversation; ``run_code`` sends its audit events here.
+        call_id: The id of the model's tool call being executed, when known.
     """
 
     deps: Any = None
@@ -61,6 +64,8 @@ class RunContext:
     approval_handler: ApprovalHandler | None = None
     hooks: ToolHooks | None = None
     parent_token: str | None = None
+    session: Session | None = None
+    call_id: str | None = None
 
 
 def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:

@@ -140,9 +140,3 @@ def collapse_message(name: str) -> str:
     )
 
 
-def tools_named(tools: Sequence[Tool]) -> dict[str, Tool]:
-    """``tools`` by name, first one wins (the same rule as ``Toolkit``)."""
-    named: dict[str, Tool] = {}
-    for t in tools:
-        named.setdefault(t.name, t)
-    return named

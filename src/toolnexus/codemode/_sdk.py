@@ -137,13 +137,24 @@ def _render_python(tools: list[Tool]) -> str:
     return "\n".join(lines)
 
 
+_GETITEM_FALLBACK = (
+    "    def __getitem__(self, name: str) -> Callable[[dict[str, Any]], Awaitable[Any]]: ..."
+)
+
+
 def _getitem_overloads(items: list[str]) -> list[str]:
-    if len(items) < 2:  # @overload needs two signatures or more
-        return items
+    """Typed ``tools["name"]`` per tool, then a fallback for any other name.
+
+    Why the fallback: a tool the policy denies is not declared, yet it is present at run time
+    as a stub that fails like any failing tool; the program must be able to reach it by name.
+    """
+    if not items:
+        return [_GETITEM_FALLBACK]
     out: list[str] = []
     for item in items:
         out += ["    @overload", item]
-    return [*out, "    def __getitem__(self, name: str) -> Callable[[Any], Awaitable[Any]]: ..."]
+    implementation = "    def __getitem__(self, name: str) -> Any: ..."
+    return [*out, "    @overload", _GETITEM_FALLBACK, implementation]
 
 
 def _property_comments(t: Tool, prefix: str) -> list[str]:

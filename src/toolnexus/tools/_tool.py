@@ -131,6 +131,8 @@ class Tool:
         requires_approval: Whether every call needs an approval handler's consent.
         arguments_model: Set by ``@tool``: the pydantic model that validates arguments in place
             of the JSON Schema (same rules, plus pydantic's coercions and custom validators).
+        retries: How often an agent loop may re-run a failed call of this tool; ``None`` leaves
+            it to the loop. ``run_code`` sets 0: a failed program has side effects already.
     """
 
     name: str
@@ -142,6 +144,7 @@ class Tool:
     source: str = field(default="native", kw_only=True)
     requires_approval: bool = field(default=False, kw_only=True)
     arguments_model: type[BaseModel] | None = field(default=None, kw_only=True, repr=False)
+    retries: int | None = field(default=None, kw_only=True)
     _validator: ArgumentsValidator = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
     _is_async: bool = field(init=False, repr=False)
@@ -171,6 +174,12 @@ class Tool:
             raise ConfigurationError(
                 f"Tool '{self.name}': concurrency_safe must be a callable taking the "
                 f"arguments dict, got {self.concurrency_safe!r}."
+            )
+        if self.retries is not None and (
+            isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0
+        ):
+            raise ConfigurationError(
+                f"Tool '{self.name}': retries must be None or an int >= 0, got {self.retries!r}."
             )
         if not isinstance(self.input_schema, Mapping):
             raise ConfigurationError(

@@ -13,6 +13,7 @@ from toolnexus.codemode.runtimes._base import (
     ToolCaller,
 )
 from toolnexus.codemode.runtimes._monty import MontyRuntime
+from toolnexus.codemode.runtimes._v8 import V8Runtime
 
 __all__ = [
     "Budgets",
@@ -22,4 +23,5 @@ __all__ = [
     "ProgramFailure",
     "RunReport",
     "ToolCaller",
+    "V8Runtime",
 ]

@@ -163,15 +163,20 @@ class LogCapture:
                 self._partial[key] = ""
         return self.lines
 
+    def mark_truncated(self) -> None:
+        """Drop every later line, and say so once."""
+        if not self.truncated:
+            self.truncated = True
+            self.lines.append(
+                f"[toolnexus: output truncated: the program printed more than {self._max} bytes]"
+            )
+
     def _add(self, stream: str, line: str) -> None:
         if self.truncated:
             return
         size = len(line.encode("utf-8", "replace")) + 1
         if self._used + size > self._max:
-            self.truncated = True
-            self.lines.append(
-                f"[toolnexus: output truncated: the program printed more than {self._max} bytes]"
-            )
+            self.mark_truncated()
             return
         self._used += size
         self.lines.append(line if stream == "stdout" else {"stderr": line})

@@ -1,0 +1,65 @@
+"""Code Mode: the model writes a program that calls tools as functions.
+
+A program's sub-calls stream into one scheduler lane per run, exactly like a batch of native
+calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the sandboxes are in
+:mod:`toolnexus.codemode.runtimes`.
+"""
+
+from toolnexus.codemode._bindings import (
+    ApprovalHandler,
+    Binding,
+    RunContext,
+    bindings,
+    denied_message,
+    direct_dispatch,
+)
+from toolnexus.codemode._modes import (
+    RUN_CODE_NAME,
+    CodeMode,
+    collapse_message,
+    collapsed,
+    default_mode,
+    is_transport_call,
+    new_parent_token,
+    parse_mode,
+    resolve_mode,
+    tag_transport,
+)
+from toolnexus.codemode._policy import PermissionPolicy, filter_tools
+from toolnexus.codemode._run_code import (
+    await_timeout,
+    default_runtime,
+    run_code_tool,
+    run_program,
+    runtime_available,
+    visible_tools,
+)
+from toolnexus.codemode._sdk import render_sdk
+
+__all__ = [
+    "RUN_CODE_NAME",
+    "ApprovalHandler",
+    "Binding",
+    "CodeMode",
+    "PermissionPolicy",
+    "RunContext",
+    "await_timeout",
+    "bindings",
+    "collapse_message",
+    "collapsed",
+    "default_mode",
+    "default_runtime",
+    "denied_message",
+    "direct_dispatch",
+    "filter_tools",
+    "is_transport_call",
+    "new_parent_token",
+    "parse_mode",
+    "render_sdk",
+    "resolve_mode",
+    "run_code_tool",
+    "run_program",
+    "runtime_available",
+    "tag_transport",
+    "visible_tools",
+]

@@ -1,0 +1,362 @@
+"""``run_program`` and the ``run_code`` tool: one program, one scheduler lane, one report.
+
+A run: render the SDK of the granted tools, start a :class:`~toolnexus.scheduling.Scheduler`
+for this run alone (``call_id`` = the model's tool-call id), bind every tool (denied ones as
+stubs) with the lane as their dispatch, hand the program to the runtime, and stop the lane when
+the run ends, whatever happened. Sub-call audit events land in the caller's ``Session`` as
+bookkeeping events: the model's messages do not change. See ``docs/codemode.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolnexus.codemode._bindings import (
+    ApprovalHandler,
+    Binding,
+    RunContext,
+    bindings,
+    direct_dispatch,
+)
+from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
+from toolnexus.codemode._policy import PermissionPolicy, filter_tools
+from toolnexus.codemode._sdk import render_sdk
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling import Outcome, Scheduler, snapshot
+from toolnexus.scheduling._scheduler import ABANDONED, SCHEDULER_GONE
+from toolnexus.session import Session
+from toolnexus.tools import Tool, ToolResult
+from toolnexus.tools._hooks import ToolHooks
+
+if TYPE_CHECKING:
+    from toolnexus.codemode.runtimes import CodeRuntime, RunReport
+
+__all__ = [
+    "ENV_CODE_RUN_TIMEOUT",
+    "RUN_CODE_BASE_DESCRIPTION",
+    "await_timeout",
+    "default_runtime",
+    "run_code_tool",
+    "run_program",
+    "runtime_available",
+    "visible_tools",
+]
+
+logger = logging.getLogger("toolnexus.codemode")
+
+ENV_CODE_RUN_TIMEOUT = "TOOLNEXUS_CODE_RUN_TIMEOUT"
+DEFAULT_AWAIT_TIMEOUT = 120.0
+MAX_FAILURE_CHARS = 4000
+
+RUN_CODE_BASE_DESCRIPTION = (
+    "Run a program that calls tools as functions: loops, branches and fan-out in one step, "
+    "instead of one tool call per model turn. Only what the program prints or returns comes "
+    "back to you. The result is {\"result\": value, \"logs\": [...]}, or on failure "
+    "{\"error\": {\"kind\", \"message\"}, \"logs\": [...], \"calls\": [...]} where calls lists "
+    "every tool call the program started and its status, so you know which side effects "
+    "already happened before you try again. A failed program is never re-run for you. "
+    "Arguments: code (the program) and description (one sentence saying what it does)."
+)
+
+_LANGUAGE_OF_RUNTIME = {"python": "python", "javascript": "javascript"}
+_DEFAULT_RUNTIMES: dict[str, CodeRuntime] = {}
+
+
+def await_timeout(explicit: float | None = None) -> float:
+    """How long a caller waits for one run, in seconds: the caller's patience, not a budget.
+
+    Sources: ``explicit``, then ``TOOLNEXUS_CODE_RUN_TIMEOUT``, then 120. Past it the run is
+    cancelled and reported as ``timeout``.
+
+    Raises:
+        ConfigurationError: a value that is not a positive number, naming its source.
+    """
+    if explicit is not None:
+        if isinstance(explicit, bool) or not isinstance(explicit, (int, float)) or explicit <= 0:
+            raise ConfigurationError(
+                f"await_timeout must be a positive number of seconds, got {explicit!r}."
+            )
+        return float(explicit)
+    raw = os.environ.get(ENV_CODE_RUN_TIMEOUT)
+    if raw is None or not raw.strip():
+        return DEFAULT_AWAIT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(
+            f"{ENV_CODE_RUN_TIMEOUT}={raw!r} is not a positive number of seconds; fix or unset it."
+        )
+    return value
+
+
+def default_runtime(language: str = "python") -> CodeRuntime:
+    """The process-wide runtime for ``language`` (``MontyRuntime`` / ``V8Runtime``), shared.
+
+    Raises:
+        ConfigurationError: an unknown language, or a runtime whose package is not installed.
+    """
+    if language not in _LANGUAGE_OF_RUNTIME:
+        raise ConfigurationError(
+            f"Code Mode language must be 'python' or 'javascript', got {language!r}."
+        )
+    runtime = _DEFAULT_RUNTIMES.get(language)
+    if runtime is None:
+        from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
+
+        runtime = MontyRuntime() if language == "python" else V8Runtime()
+        _DEFAULT_RUNTIMES[language] = runtime
+    return runtime
+
+
+def runtime_available(runtime: CodeRuntime | None = None) -> bool:
+    """Whether ``run_code`` can run: a runtime was given, or the default one is installed."""
+    if runtime is not None:
+        return True
+    try:
+        import pydantic_monty  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _clamp(message: str) -> str:
+    if len(message) <= MAX_FAILURE_CHARS:
+        return message
+    half = MAX_FAILURE_CHARS // 2
+    return f"{message[:half]}\n… ({len(message) - 2 * half} characters cut) …\n{message[-half:]}"
+
+
+class _CallLog:
+    """Every sub-call the program started, in order, with its status."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def started(self, name: str, args: Any) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": name, "arguments": snapshot(args), "status": "abandoned"}
+        self.entries.append(entry)
+        return entry
+
+    @staticmethod
+    def finished(entry: dict[str, Any], outcome: Outcome) -> None:
+        if outcome.error is None:
+            entry["status"] = "ok"
+        elif outcome.error["message"] in (ABANDONED, SCHEDULER_GONE):
+            entry["status"] = "abandoned"
+        else:
+            entry["status"] = "error"
+            entry["message"] = outcome.error["message"]
+
+
+def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
+    async def call_tool(name: str, args: Any) -> Outcome:
+        entry = log.started(name, args)
+        binding = named.get(name)
+        if binding is None:
+            outcome = Outcome.failure(name, f"no tool named '{name}'")
+        else:
+            outcome = await binding.call(args)
+        log.finished(entry, outcome)
+        return outcome
+
+    return call_tool
+
+
+def _check_program(code: object, runtime: CodeRuntime) -> None:
+    if not isinstance(code, str):
+        raise ConfigurationError(f"code must be a string, got {type(code).__name__}.")
+    if not hasattr(runtime, "run") or getattr(runtime, "language", None) not in _LANGUAGE_OF_RUNTIME:
+        raise ConfigurationError(
+            f"runtime must be a CodeRuntime (MontyRuntime, V8Runtime), got {runtime!r}."
+        )
+
+
+async def run_program(
+    code: str,
+    tools: Sequence[Tool],
+    *,
+    language: str = "python",
+    runtime: CodeRuntime | None = None,
+    policy: PermissionPolicy | None = None,
+    session: Session | None = None,
+    max_parallel: int = 10,
+    approval_handler: ApprovalHandler | None = None,
+    hooks: ToolHooks | None = None,
+    call_id: str | None = None,
+    deps: Any = None,
+    await_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run one program exactly as the ``run_code`` tool does, and return its output.
+
+    Args:
+        code: The program (Python for ``MontyRuntime``, JavaScript for ``V8Runtime``).
+        tools: Every tool; the policy decides which the program may call (the rest are stubs).
+        language: ``"python"`` or ``"javascript"``, used to pick the default runtime when
+            ``runtime`` is not given (a given runtime's own language wins).
+        runtime: The sandbox to run in; the shared default for ``language`` otherwise.
+        policy: The permission policy; ``None`` grants every tool.
+        session: Receives one bookkeeping ``tool_call`` event per sub-call.
+        max_parallel: The most sub-calls executing at once.
+        approval_handler: Consulted for every sub-call that needs approval.
+        hooks: Before/after hooks run around every sub-call.
+        call_id: The model's tool-call id, stamped into the audit events' ids.
+        deps: What tools taking a ``ctx`` see as ``ctx.deps``.
+        await_timeout: The caller's patience in seconds (see :func:`await_timeout`).
+
+    Returns:
+        ``{"result": value, "logs": [...]}``, or ``{"error": {"kind", "message"}, "logs": [...],
+        "calls": [...]}``; never raises for anything the program does.
+
+    Raises:
+        ConfigurationError: bad arguments (not a program's fault), before anything runs.
+
+    Example::
+
+        out = await run_program("await tools.add({'a': 1, 'b': 2})", [add])
+        out["result"]   # 3
+    """
+    chosen = runtime if runtime is not None else default_runtime(language)
+    _check_program(code, chosen)
+    patience = globals()["await_timeout"](await_timeout)
+    lang = _LANGUAGE_OF_RUNTIME[chosen.language]
+    sdk = render_sdk(lang, filter_tools(tools, policy))
+    log = _CallLog()
+    ctx = RunContext(
+        deps=deps, policy=policy, approval_handler=approval_handler, hooks=hooks,
+        session=session, call_id=call_id,
+    )
+    lane = Scheduler(direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id)
+    try:
+        binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
+        call_tool = _tool_caller({b.name: b for b in binds}, log)
+        run = chosen.run(code, tool_names=[b.name for b in binds], call_tool=call_tool, sdk=sdk)
+        report: RunReport | None
+        try:
+            report = await asyncio.wait_for(run, patience)
+        except TimeoutError:
+            report = None
+    finally:
+        await lane.stop()
+    if report is None:
+        failure = {"kind": "timeout", "message": f"the run took longer than {patience:g} s"}
+        return {"error": failure, "logs": [], "calls": log.entries}
+    if report.failure is None:
+        return {"result": report.value, "logs": report.logs}
+    failure = {"kind": report.failure.kind, "message": _clamp(report.failure.message)}
+    return {"error": failure, "logs": report.logs, "calls": log.entries}
+
+
+def run_code_tool(
+    all_tools: Sequence[Tool],
+    granted: Sequence[Tool] | None = None,
+    *,
+    policy: PermissionPolicy | None = None,
+    runtime: CodeRuntime | None = None,
+    max_parallel: int = 10,
+    approval_handler: ApprovalHandler | None = None,
+    hooks: ToolHooks | None = None,
+    session: Session | None = None,
+    await_timeout: float | None = None,
+) -> Tool:
+    """The ``run_code`` tool for this request.
+
+    Its description is a fixed base text, a blank line, then the SDK of ``granted`` (under
+    ``"code"`` mode the only declaration of the tools the model ever sees, and part of the
+    prompt prefix of every request, hence byte-stable). Its bindings cover ``all_tools``
+    (denied ones as stubs). ``retries`` is 0: a failed program is never re-run.
+
+    Arguments the model sends: ``code`` and ``description`` (one sentence for the approval
+    prompt and the audit log); a blank description is refused before anything runs.
+
+    When the tool is called with a :class:`RunContext` as its ``ctx``, that context's session,
+    call id, approval handler, hooks and deps are used where the arguments here are ``None``.
+    """
+    chosen = runtime if runtime is not None else default_runtime("python")
+    granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
+    sdk = render_sdk(_LANGUAGE_OF_RUNTIME.get(chosen.language, "python"), granted_tools)
+    tools_for_run = list(all_tools)
+    patience = globals()["await_timeout"](await_timeout)  # validate now, not mid-conversation
+
+    async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
+        description = args.get("description")
+        if not isinstance(description, str) or not description.strip():
+            raise ValueError(
+                "description is blank: say in one sentence what the program does "
+                "(it is shown in the approval prompt and the audit log); nothing was run"
+            )
+        run_ctx = ctx if isinstance(ctx, RunContext) else RunContext(deps=ctx)
+        out = await run_program(
+            args["code"],
+            tools_for_run,
+            runtime=chosen,
+            policy=policy if policy is not None else run_ctx.policy,
+            session=session if session is not None else run_ctx.session,
+            max_parallel=max_parallel,
+            approval_handler=approval_handler or run_ctx.approval_handler,
+            hooks=hooks or run_ctx.hooks,
+            call_id=run_ctx.call_id,
+            deps=run_ctx.deps,
+            await_timeout=patience,
+        )
+        return ToolResult(output=out, is_error="error" in out)
+
+    return Tool(
+        RUN_CODE_NAME,
+        f"{RUN_CODE_BASE_DESCRIPTION}\n\n{sdk}",
+        {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "The program to run."},
+                "description": {
+                    "type": "string",
+                    "description": "One sentence saying what the program does.",
+                },
+            },
+            "required": ["code", "description"],
+            "additionalProperties": False,
+        },
+        execute=execute,
+        retries=0,
+        source="codemode",
+    )
+
+
+def visible_tools(
+    mode: str,
+    all_tools: Sequence[Tool],
+    granted: Sequence[Tool],
+    *,
+    runtime: CodeRuntime | None = None,
+    policy: PermissionPolicy | None = None,
+    **run_code_options: Any,
+) -> list[Tool]:
+    """The tools the model is shown under ``mode``.
+
+    ``"native"``: ``granted``. ``"code"``: ``run_code`` alone. ``"both"``: ``granted`` plus
+    ``run_code`` when a runtime can run it (never advertise a tool that cannot run).
+    ``run_code`` is added after the permission filter, so its SDK declares ``granted`` and its
+    bindings cover ``all_tools``. Extra keyword arguments go to :func:`run_code_tool`.
+
+    Raises:
+        ConfigurationError: an invalid mode, or ``"code"`` with no runtime installed.
+    """
+    chosen = parse_mode(mode)
+    if chosen == "native":
+        return list(granted)
+    if not runtime_available(runtime):
+        if chosen == "code":
+            raise ConfigurationError(
+                "code mode needs a Code Mode runtime and none is installed: "
+                "pip install pydantic-monty (or pass runtime=V8Runtime())."
+            )
+        return list(granted)
+    run_code = run_code_tool(all_tools, granted, policy=policy, runtime=runtime, **run_code_options)
+    if chosen == "code":
+        return [run_code]
+    return [*[t for t in granted if t.name != RUN_CODE_NAME], run_code]
