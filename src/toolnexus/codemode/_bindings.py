@@ -15,8 +15,8 @@ from typing import Any
 
 from toolnexus.codemode._policy import PermissionPolicy
 from toolnexus.scheduling import Outcome
-from toolnexus.session import Session
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.session import Session
 from toolnexus.tools import Tool
 from toolnexus.tools._hooks import ToolHooks, maybe_await
 

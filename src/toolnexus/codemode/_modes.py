@@ -12,12 +12,11 @@ import dataclasses
 import json
 import os
 import secrets
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, cast, get_args
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
-from toolnexus.tools import Tool
 
 __all__ = [
     "ENV_CODE_MODE",
@@ -47,8 +46,8 @@ def parse_mode(value: object) -> CodeMode:
     Raises:
         ConfigurationError: anything else, listing the valid modes.
     """
-    if isinstance(value, str) and value in MODES:
-        return cast(CodeMode, value)
+    if value == "native" or value == "code" or value == "both":
+        return value
     raise ConfigurationError(
         f"code mode must be one of {', '.join(repr(m) for m in MODES)}, got {value!r}."
     )
@@ -81,10 +80,7 @@ def resolve_mode(obj: object = None) -> CodeMode:
         resolve_mode({"code_mode": "code"})   # "code"
         resolve_mode(None)                    # "both" unless TOOLNEXUS_CODE_MODE says otherwise
     """
-    if isinstance(obj, Mapping):
-        value = obj.get("code_mode")
-    else:
-        value = getattr(obj, "code_mode", None)
+    value = obj.get("code_mode") if isinstance(obj, Mapping) else getattr(obj, "code_mode", None)
     return default_mode() if value is None else parse_mode(value)
 
 
@@ -125,9 +121,7 @@ def collapsed(mode: str, name: str, call: object = None) -> bool:
     it here, *before* hooks and approval run: a guard must never be asked to approve a call that
     cannot execute. Calls tagged by :func:`tag_transport` are a program's sub-calls and pass.
     """
-    return (
-        parse_mode(mode) == "code" and name != RUN_CODE_NAME and not is_transport_call(call)
-    )
+    return parse_mode(mode) == "code" and name != RUN_CODE_NAME and not is_transport_call(call)
 
 
 def collapse_message(name: str) -> str:
@@ -138,5 +132,3 @@ def collapse_message(name: str) -> str:
         f"`await tools[{json.dumps(name, ensure_ascii=True)}]({{...}})` "
         "(the same in Python and JavaScript)."
     )
-
-

@@ -55,8 +55,8 @@ MAX_FAILURE_CHARS = 4000
 RUN_CODE_BASE_DESCRIPTION = (
     "Run a program that calls tools as functions: loops, branches and fan-out in one step, "
     "instead of one tool call per model turn. Only what the program prints or returns comes "
-    "back to you. The result is {\"result\": value, \"logs\": [...]}, or on failure "
-    "{\"error\": {\"kind\", \"message\"}, \"logs\": [...], \"calls\": [...]} where calls lists "
+    'back to you. The result is {"result": value, "logs": [...]}, or on failure '
+    '{"error": {"kind", "message"}, "logs": [...], "calls": [...]} where calls lists '
     "every tool call the program started and its status, so you know which side effects "
     "already happened before you try again. A failed program is never re-run for you. "
     "Arguments: code (the program) and description (one sentence saying what it does)."
@@ -171,7 +171,10 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
 def _check_program(code: object, runtime: CodeRuntime) -> None:
     if not isinstance(code, str):
         raise ConfigurationError(f"code must be a string, got {type(code).__name__}.")
-    if not hasattr(runtime, "run") or getattr(runtime, "language", None) not in _LANGUAGE_OF_RUNTIME:
+    if (
+        not hasattr(runtime, "run")
+        or getattr(runtime, "language", None) not in _LANGUAGE_OF_RUNTIME
+    ):
         raise ConfigurationError(
             f"runtime must be a CodeRuntime (MontyRuntime, V8Runtime), got {runtime!r}."
         )
@@ -228,8 +231,12 @@ async def run_program(
     sdk = render_sdk(lang, filter_tools(tools, policy))
     log = _CallLog()
     ctx = RunContext(
-        deps=deps, policy=policy, approval_handler=approval_handler, hooks=hooks,
-        session=session, call_id=call_id,
+        deps=deps,
+        policy=policy,
+        approval_handler=approval_handler,
+        hooks=hooks,
+        session=session,
+        call_id=call_id,
     )
     lane = Scheduler(direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id)
     try:

@@ -42,7 +42,9 @@ _SCALARS_TS = {
     "null": "null",
 }
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85]")
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x08\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
 
 
 def safe_comment(text: str, prefix: str) -> list[str]:
@@ -59,17 +61,67 @@ def safe_comment(text: str, prefix: str) -> list[str]:
 def is_identifier(name: str, *, python: bool) -> bool:
     """Whether ``name`` can be written as ``tools.name`` in the SDK's language."""
     if python:
-        return name.isidentifier() and name.isascii() and not keyword.iskeyword(name) and not (
-            name.startswith("_")
+        return (
+            name.isidentifier()
+            and name.isascii()
+            and not keyword.iskeyword(name)
+            and not (name.startswith("_"))
         )
     return re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", name) is not None and name not in _JS_RESERVED
 
 
 _JS_RESERVED = frozenset(
-    "break case catch class const continue debugger default delete do else export extends "
-    "false finally for function if import in instanceof new null return super switch this "
-    "throw true try typeof var void while with yield let static enum await implements package "
-    "protected interface private public constructor prototype __proto__".split()
+    [
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "new",
+        "null",
+        "return",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "let",
+        "static",
+        "enum",
+        "await",
+        "implements",
+        "package",
+        "protected",
+        "interface",
+        "private",
+        "public",
+        "constructor",
+        "prototype",
+        "__proto__",
+    ]
 )
 
 
@@ -140,8 +192,10 @@ class _Types:
             return self.any_type if lit is None else self.literal_union([lit])
         kinds = _type_list(node)
         if kinds is None:
-            return self.any_type if "type" in node or not node.get("properties") else (
-                self.object(node, path, depth)
+            return (
+                self.any_type
+                if "type" in node or not node.get("properties")
+                else (self.object(node, path, depth))
             )
         parts = [self.single(node, kind, path, depth) for kind in kinds]
         return _union(parts, self.any_type)
@@ -160,7 +214,9 @@ class _Types:
         if isinstance(items, list):  # draft-4 tuple
             if not items:
                 return self.list_of(self.any_type)
-            return self.tuple_of([self.expr(i, f"{path}Item{n}", depth + 1) for n, i in enumerate(items)])
+            return self.tuple_of(
+                [self.expr(i, f"{path}Item{n}", depth + 1) for n, i in enumerate(items)]
+            )
         if isinstance(items, Mapping):
             return self.list_of(self.expr(items, f"{path}Item", depth + 1))
         return self.list_of(self.any_type)
@@ -228,7 +284,7 @@ class PythonTypes(_Types):
             kind = self.expr(schema, name + pascal(key), depth + 1)
             fields.append(f"{string_literal(key)}: {kind if required else f'NotRequired[{kind}]'}")
         self.declarations.append(
-            f'{name} = TypedDict({string_literal(name)}, {{{", ".join(fields)}}})'
+            f"{name} = TypedDict({string_literal(name)}, {{{', '.join(fields)}}})"
         )
         return name
 
@@ -255,12 +311,13 @@ class TypeScriptTypes(_Types):
     def object(self, node: Mapping[str, Any], path: str, depth: int) -> str:
         props = self.properties(node)
         members = [
-            f"{string_literal(name)}{'' if required else '?'}: "
-            f"{self.expr(schema, path, depth + 1)}"
+            f"{string_literal(name)}{'' if required else '?'}: {self.expr(schema, path, depth + 1)}"
             for name, schema, required in props
         ]
         extra = self.extra_type(node, path, depth)
-        if extra is not None and (not props or isinstance(node.get("additionalProperties"), Mapping)):
+        if extra is not None and (
+            not props or isinstance(node.get("additionalProperties"), Mapping)
+        ):
             members.append(f"[key: string]: {extra}")
         return "{ " + "; ".join(members) + " }" if members else "Record<string, never>"
 

@@ -46,8 +46,7 @@ def _positive(option: str, value: object, *, integer: bool) -> None:
     if bad or not math.isfinite(float(value)) or float(value) <= 0:  # type: ignore[arg-type]
         kind = "a positive integer" if integer else "a positive number"
         raise ConfigurationError(
-            f"runtime option {option} must be {kind}, got {value!r}; "
-            "leave it out for the default."
+            f"runtime option {option} must be {kind}, got {value!r}; leave it out for the default."
         )
 
 

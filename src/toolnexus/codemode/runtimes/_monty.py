@@ -20,6 +20,7 @@ the host kills the worker process (SIGKILL); the pool replaces it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import keyword
 import logging
 import os
@@ -74,8 +75,11 @@ _STOP = object()
 
 
 def _attribute_name(name: str) -> bool:
-    return name.isidentifier() and name.isascii() and not name.startswith("_") and not (
-        keyword.iskeyword(name)
+    return (
+        name.isidentifier()
+        and name.isascii()
+        and not name.startswith("_")
+        and not (keyword.iskeyword(name))
     )
 
 
@@ -126,7 +130,7 @@ class _Run:
     # -- loop side -----------------------------------------------------------------------------
 
     def submit(self, call_id: int, name: str, args: Any) -> None:
-        task = self.loop.create_task(self.call_tool(name, args))
+        task: asyncio.Task[Outcome] = asyncio.ensure_future(self.call_tool(name, args))
         self.calls[call_id] = task
         task.add_done_callback(lambda t: self._committed(call_id, t))
 
@@ -140,10 +144,8 @@ class _Run:
         if self.stopped is None:
             self.stopped = failure
         if self.pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # already gone
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.outcomes.put(_STOP)
         for task in list(self.calls.values()):
             task.cancel()

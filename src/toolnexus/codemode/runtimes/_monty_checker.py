@@ -10,6 +10,7 @@ the program's own lines and columns.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections import OrderedDict
@@ -61,10 +62,8 @@ class Checker:
 
     def close(self) -> None:
         """Return the worker to the pool."""
-        try:
+        with contextlib.suppress(monty.MontyError):
             self._checkout.__exit__(None, None, None)
-        except monty.MontyError:
-            pass
 
 
 class CheckerCache:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 
 from toolnexus.codemode.runtimes._base import (
     Budgets,
+    FailureKind,
     LogCapture,
     ProgramFailure,
     RunReport,
@@ -53,12 +53,14 @@ STREAM_LIMIT = 64 * 1024 * 1024
 
 def _deno_binary() -> str:
     try:
-        from deno import find_deno_bin
-    except ImportError as exc:  # pragma: no cover - the dependency is declared
+        from deno import find_deno_bin  # type: ignore[import-untyped]  # ships no py.typed
+    except ImportError as exc:  # pragma: no cover - the test extra installs it
         raise ConfigurationError(
-            "V8Runtime needs the deno binary: pip install 'toolnexus[v8]' (the deno package)."
+            "V8Runtime needs the deno binary: pip install 'toolnexus[v8]' (the deno package), "
+            "or pass deno_path=."
         ) from exc
-    return find_deno_bin()
+    path: str = find_deno_bin()
+    return path
 
 
 def _host_script() -> Path:
@@ -98,15 +100,17 @@ class _Child:
 
         loop = asyncio.get_running_loop()
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in reap()
-        start = functools.partial(
-            subprocess.Popen,
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=env,
-            preexec_fn=limit_memory,  # noqa: PLW1509 - setrlimit only, no locks taken
-        )
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                preexec_fn=limit_memory,
+            )
+
         process = await loop.run_in_executor(None, start)
         reader = asyncio.StreamReader(limit=STREAM_LIMIT)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), process.stdout)
@@ -327,7 +331,7 @@ class V8Runtime:
         calls: dict[int, asyncio.Task[None]],
     ) -> RunReport:
         stdout = child.stdout
-        assert stdout is not None  # noqa: S101 - piped at start
+        assert stdout is not None
         sub_calls = 0
         while True:
             try:
@@ -368,8 +372,8 @@ class V8Runtime:
             elif kind == "done":
                 if message.get("ok"):
                     return RunReport(value=snapshot(message.get("value")))
-                failure_kind = "invalid_output" if message.get("kind") == "invalid_output" else (
-                    "exception"
+                failure_kind: FailureKind = (
+                    "invalid_output" if message.get("kind") == "invalid_output" else "exception"
                 )
                 return RunReport(
                     failure=ProgramFailure(failure_kind, str(message.get("message", "")))
