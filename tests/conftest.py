@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+
+from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
 from helpers import Probe
 
@@ -11,3 +15,27 @@ from helpers import Probe
 def probe() -> Probe:
     """A fresh probe for the test (see ``helpers.Probe``)."""
     return Probe()
+
+
+@pytest.fixture
+async def monty_runtime() -> AsyncIterator[MontyRuntime]:
+    """A Monty runtime with a short time budget, closed after the test."""
+    runtime = MontyRuntime(timeout=5)
+    yield runtime
+    await runtime.aclose()
+
+
+@pytest.fixture
+async def v8_runtime() -> AsyncIterator[V8Runtime]:
+    """A V8 (Deno) runtime with a short time budget, closed after the test."""
+    runtime = V8Runtime(timeout=5)
+    yield runtime
+    await runtime.aclose()
+
+
+@pytest.fixture(params=["python", "javascript"])
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
+    """Each runtime in turn, for behaviour both must share."""
+    made: CodeRuntime = MontyRuntime(timeout=5) if request.param == "python" else V8Runtime(timeout=5)
+    yield made
+    await made.aclose()

@@ -26,6 +26,7 @@ import logging
 import os
 import queue
 import signal
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -264,7 +265,7 @@ class MontyRuntime:
         self._warm_workers = min(warm_workers, max_workers)
         self._checkers = CheckerCache()
         self._pool: monty.Monty | None = None
-        self._pool_lock = asyncio.Lock()
+        self._pool_lock = threading.Lock()  # not asyncio's: a runtime may outlive its loop
         self._threads = ThreadPoolExecutor(max_workers + 4, thread_name_prefix="toolnexus-monty")
         self._active: set[_Run] = set()
 
@@ -305,7 +306,7 @@ class MontyRuntime:
     async def aclose(self) -> None:
         """Kill running programs and stop the worker processes; a later run restarts them."""
         await self.cancel()
-        async with self._pool_lock:
+        with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             await self._in_thread(self._checkers.close)
@@ -326,7 +327,13 @@ class MontyRuntime:
         }
 
     async def _ensure_pool(self) -> monty.Monty:
-        async with self._pool_lock:
+        pool = self._pool
+        if pool is None:
+            pool = await self._in_thread(self._start_pool)
+        return pool
+
+    def _start_pool(self) -> monty.Monty:
+        with self._pool_lock:
             if self._pool is None:
                 pool = monty.Monty(
                     min_processes=self._warm_workers,
@@ -334,7 +341,7 @@ class MontyRuntime:
                     request_timeout=self.budgets.timeout + 5.0,
                     max_checkouts_per_worker=500,
                 )
-                self._pool = await self._in_thread(pool.__enter__)
+                self._pool = pool.__enter__()
             return self._pool
 
     async def _in_thread(self, fn: Any, *args: Any) -> Any:

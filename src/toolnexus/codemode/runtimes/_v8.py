@@ -263,8 +263,12 @@ class V8Runtime:
     # -- processes -----------------------------------------------------------------------------
 
     async def _take_child(self) -> _Child:
+        loop = asyncio.get_running_loop()
         while self._spares:
             spare = self._spares.pop(0)
+            if spare.get_loop() is not loop:  # started under an event loop that is gone
+                _discard(spare)
+                continue
             try:
                 child = await spare
                 await child.ready()
@@ -311,13 +315,14 @@ class V8Runtime:
         env = {"DENO_DIR": self._cache_dir, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
         return await _Child.spawn(argv, env, self.budgets.max_memory + DATA_HEADROOM)
 
+    def _out_of_memory(self) -> ProgramFailure:
+        limit = self.budgets.max_memory
+        return ProgramFailure("abort", f"the program ran out of memory (limit {limit} bytes)")
+
     def _exit_failure(self, child: _Child) -> ProgramFailure:
         tail = child.stderr_tail.decode(errors="replace")
         if "out of memory" in tail.lower() or "heap limit" in tail.lower():
-            return ProgramFailure(
-                "abort",
-                f"the program ran out of memory (limit {self.budgets.max_memory} bytes)",
-            )
+            return self._out_of_memory()
         code = child.process.returncode
         return ProgramFailure("substrate_exit", f"the JavaScript process exited (status {code})")
 
@@ -375,9 +380,10 @@ class V8Runtime:
                 failure_kind: FailureKind = (
                     "invalid_output" if message.get("kind") == "invalid_output" else "exception"
                 )
-                return RunReport(
-                    failure=ProgramFailure(failure_kind, str(message.get("message", "")))
-                )
+                text = str(message.get("message", ""))
+                if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
+                    return RunReport(failure=self._out_of_memory())
+                return RunReport(failure=ProgramFailure(failure_kind, text))
 
     async def _call(
         self, child: _Child, call_tool: ToolCaller, call_id: Any, name: Any, args: Any
@@ -388,6 +394,14 @@ class V8Runtime:
         else:
             reply = {"t": "result", "id": call_id, "ok": True, "value": snapshot(outcome.value)}
         await child.send(reply)
+
+
+def _discard(spare: asyncio.Task[_Child]) -> None:
+    """Kill the process of a spare from another event loop (it cannot be awaited here)."""
+    if spare.done() and not spare.cancelled() and spare.exception() is None:
+        spare.result().kill()
+    else:
+        spare.cancel()
 
 
 _EXITED: Any = object()

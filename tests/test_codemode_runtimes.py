@@ -1,0 +1,331 @@
+"""Behaviour both runtimes share, through run_program and the real sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolnexus import Tool, ToolHints
+from toolnexus.codemode import run_program
+from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
+from toolnexus.errors import ConfigurationError
+
+from helpers import Probe
+
+
+def program(runtime: CodeRuntime, *, python: str, javascript: str) -> str:
+    return python if runtime.language == "python" else javascript
+
+
+def echo_tool() -> Tool:
+    async def execute(args: dict[str, Any]) -> Any:
+        return {"echo": args}
+
+    return Tool("echo", "Echo the arguments.", {"type": "object"}, execute=execute,
+                hints=ToolHints(read_only=True))
+
+
+def failing_tool() -> Tool:
+    def execute(args: dict[str, Any]) -> Any:
+        raise RuntimeError("disk is on fire")
+
+    return Tool("breaks", "Always fails.", {"type": "object"}, execute=execute)
+
+
+async def wait_until(condition: Any, turns: int = 5000) -> None:
+    """Let the loop run until ``condition()`` holds (fails the test rather than hanging)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never held")
+
+
+async def test_result_and_logs_in_order(runtime: CodeRuntime) -> None:
+    code = program(
+        runtime,
+        python='import sys\nprint("one")\nprint("two", file=sys.stderr)\nprint("three")\n40 + 2',
+        javascript='console.log("one"); console.error("two"); console.log("three"); return 40 + 2',
+    )
+    out = await run_program(code, [], runtime=runtime)
+    assert out == {"result": 42, "logs": ["one", {"stderr": "two"}, "three"]}
+
+
+async def test_tool_results_reach_the_program(runtime: CodeRuntime) -> None:
+    code = program(
+        runtime,
+        python='r = await tools.echo({"x": 1})\nr["echo"]["x"] + 1',
+        javascript='const r = await tools.echo({x: 1}); return r.echo.x + 1',
+    )
+    assert await run_program(code, [echo_tool()], runtime=runtime) == {"result": 2, "logs": []}
+
+
+@pytest.mark.parametrize("cap", [3, 10])
+async def test_fan_out_overlaps_up_to_the_cap(runtime: CodeRuntime, probe: Probe, cap: int) -> None:
+    read = probe.tool("read")
+    code = program(
+        runtime,
+        python='import asyncio\nawait asyncio.gather(*[tools.read({"id": f"r{i}", "gate": "g"}) for i in range(10)])',
+        javascript='return await Promise.all([...Array(10).keys()].map(i => tools.read({id: `r${i}`, gate: "g"})))',
+    )
+    run = asyncio.ensure_future(run_program(code, [read], runtime=runtime, max_parallel=cap))
+    await wait_until(lambda: len(probe.active) == cap)
+    await asyncio.sleep(0.05)  # give a wrong scheduler the chance to start more
+    assert len(probe.active) == cap
+    probe.gate("g").set()
+    out = await run
+    assert out["result"] == [f"r{i}" for i in range(10)]
+    assert probe.peak == cap
+    assert probe.starts() == [f"r{i}" for i in range(10)]
+
+
+async def test_exclusive_sub_calls_run_alone_in_program_order(
+    runtime: CodeRuntime, probe: Probe
+) -> None:
+    read, write = probe.tool("read"), probe.tool("write", read_only=False)
+    code = program(
+        runtime,
+        python=(
+            "import asyncio\nawait asyncio.gather(tools.read({'id': 'a', 'steps': 3}), "
+            "tools.write({'id': 'b'}), tools.read({'id': 'c'}), tools.write({'id': 'd'}))"
+        ),
+        javascript=(
+            "return await Promise.all([tools.read({id: 'a', steps: 3}), tools.write({id: 'b'}),"
+            " tools.read({id: 'c'}), tools.write({id: 'd'})])"
+        ),
+    )
+    out = await run_program(code, [read, write], runtime=runtime)
+    assert out["result"] == ["a", "b", "c", "d"]
+    assert probe.overlaps == []
+    assert probe.starts() == ["a", "b", "c", "d"]
+
+
+async def test_tool_error_is_catchable_with_tool_and_message(runtime: CodeRuntime) -> None:
+    code = program(
+        runtime,
+        python="try:\n    await tools.breaks({})\nexcept ToolError as e:\n    r = str(e)\nr",
+        javascript=(
+            "try { await tools.breaks({}) } catch (e) {"
+            " return [e instanceof ToolError, e.tool, e.message, Object.keys(e)] }"
+        ),
+    )
+    out = await run_program(code, [failing_tool()], runtime=runtime)
+    if runtime.language == "python":
+        assert out["result"] == "disk is on fire"
+    else:
+        assert out["result"] == [True, "breaks", "disk is on fire", ["tool"]]
+
+
+async def test_uncaught_tool_error_fails_the_run_with_the_tools_message(
+    runtime: CodeRuntime,
+) -> None:
+    code = program(runtime, python="await tools.breaks({})", javascript="await tools.breaks({})")
+    out = await run_program(code, [failing_tool()], runtime=runtime)
+    assert out["error"] == {"kind": "exception", "message": "tool 'breaks' failed: disk is on fire"}
+    assert out["calls"] == [
+        {"name": "breaks", "arguments": {}, "status": "error", "message": "disk is on fire"}
+    ]
+
+
+async def test_a_program_error_is_an_exception_with_its_message(runtime: CodeRuntime) -> None:
+    code = program(runtime, python="x = 1\n1 / 0", javascript="x = 1;\nnull.boom")
+    out = await run_program(code, [], runtime=runtime)
+    assert out["error"]["kind"] == "exception"
+    assert ("ZeroDivisionError" if runtime.language == "python" else "TypeError") in (
+        out["error"]["message"]
+    )
+    assert "line 2" in out["error"]["message"] or '", line 2' in out["error"]["message"]
+
+
+async def test_a_result_that_is_not_json_is_invalid_output(runtime: CodeRuntime) -> None:
+    code = program(runtime, python="{1, 2}", javascript="return new Set([1, 2])")
+    out = await run_program(code, [], runtime=runtime)
+    assert out["error"]["kind"] == "invalid_output"
+    assert "Set" in out["error"]["message"] or "set" in out["error"]["message"]
+
+
+async def test_a_busy_loop_is_killed_at_the_deadline_and_logs_are_kept() -> None:
+    for runtime in (MontyRuntime(timeout=0.5), V8Runtime(timeout=0.5)):
+        try:
+            code = program(
+                runtime,
+                python='print("before")\nwhile True:\n    pass',
+                javascript='console.log("before"); while (true) {}',
+            )
+            out = await run_program(code, [], runtime=runtime)
+            assert out["error"]["kind"] == "timeout"
+            assert "0.5 s" in out["error"]["message"]
+            assert out["logs"] == ["before"]
+            again = program(runtime, python="1", javascript="return 1")
+            assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
+        finally:
+            await runtime.aclose()
+
+
+async def test_a_busy_loop_after_an_await_is_killed_too() -> None:
+    for runtime in (MontyRuntime(timeout=0.5), V8Runtime(timeout=0.5)):
+        try:
+            code = program(
+                runtime,
+                python='await tools.echo({})\nwhile True:\n    pass',
+                javascript="await tools.echo({}); while (true) {}",
+            )
+            out = await run_program(code, [echo_tool()], runtime=runtime)
+            assert out["error"]["kind"] == "timeout"
+            assert out["calls"] == [{"name": "echo", "arguments": {}, "status": "ok"}]
+        finally:
+            await runtime.aclose()
+
+
+async def test_waiting_on_tools_counts_against_the_time_budget(probe: Probe) -> None:
+    read = probe.tool("read")
+    for runtime in (MontyRuntime(timeout=0.3), V8Runtime(timeout=0.3)):
+        try:
+            code = program(
+                runtime,
+                python='await tools.read({"gate": "never"})',
+                javascript='await tools.read({gate: "never"})',
+            )
+            out = await run_program(code, [read], runtime=runtime)
+            assert out["error"]["kind"] == "timeout"
+            assert out["calls"][0]["status"] == "abandoned"
+            assert probe.active == set()  # the lane cancelled the call when the run ended
+        finally:
+            await runtime.aclose()
+
+
+async def test_output_past_the_budget_is_truncated_and_the_run_succeeds() -> None:
+    for runtime in (MontyRuntime(max_output=100), V8Runtime(max_output=100)):
+        try:
+            code = program(
+                runtime,
+                python='for i in range(1000):\n    print("line", i)\n"done"',
+                javascript='for (let i = 0; i < 1000; i++) console.log("line", i); return "done"',
+            )
+            out = await run_program(code, [], runtime=runtime)
+            assert out["result"] == "done"
+            assert out["logs"][-1].startswith("[toolnexus: output truncated")
+            kept = out["logs"][:-1]
+            assert kept == [f"line {i}" for i in range(len(kept))]
+            assert sum(len(line) + 1 for line in kept) <= 100
+        finally:
+            await runtime.aclose()
+
+
+async def test_sub_call_floods_abort_the_run() -> None:
+    for runtime in (MontyRuntime(max_sub_calls=5), V8Runtime(max_sub_calls=5)):
+        try:
+            code = program(
+                runtime,
+                python="while True:\n    await tools.echo({})",
+                javascript="while (true) await tools.echo({})",
+            )
+            out = await run_program(code, [echo_tool()], runtime=runtime)
+            assert out["error"]["kind"] == "abort"
+            assert "max_sub_calls" in out["error"]["message"]
+            assert [c["status"] for c in out["calls"]] == ["ok"] * 5
+        finally:
+            await runtime.aclose()
+
+
+async def test_memory_bombs_abort_and_the_next_run_works() -> None:
+    bombs = {
+        "python": ['a = []\nwhile True:\n    a.append("x" * 1000000)', 'x = "a" * (10 ** 9)'],
+        "javascript": [
+            'const a = []; while (true) a.push("x".repeat(1e6) + Math.random())',
+            "const a = []; while (true) a.push(new Uint8Array(1e7).fill(1))",
+        ],
+    }
+    for runtime in (
+        MontyRuntime(max_memory=64 * 2**20, timeout=20),
+        V8Runtime(max_memory=64 * 2**20, timeout=20),
+    ):
+        try:
+            for bomb in bombs[runtime.language]:
+                out = await run_program(bomb, [], runtime=runtime)
+                assert out["error"]["kind"] == "abort", out
+                assert "out of memory" in out["error"]["message"]
+            again = program(runtime, python="1", javascript="return 1")
+            assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
+        finally:
+            await runtime.aclose()
+
+
+async def test_deep_recursion_is_an_exception(runtime: CodeRuntime) -> None:
+    code = program(
+        runtime,
+        python="def f(n):\n    return f(n + 1)\nf(0)",
+        javascript="function f(n) { return f(n + 1) }\nreturn f(0)",
+    )
+    out = await run_program(code, [], runtime=runtime)
+    assert out["error"]["kind"] == "exception"
+    assert "Recursion" in out["error"]["message"] or "call stack" in out["error"]["message"]
+
+
+async def test_concurrent_runs_never_see_each_others_tools_or_logs(runtime: CodeRuntime) -> None:
+    def named(name: str) -> Tool:
+        async def execute(args: dict[str, Any]) -> Any:
+            await asyncio.sleep(0.01)
+            return name
+
+        return Tool(name, "", {"type": "object"}, execute=execute, hints=ToolHints(read_only=True))
+
+    def code(name: str) -> str:
+        return program(
+            runtime,
+            python=f'print("{name}")\nr = await tools["{name}"]({{}})\nprint(r)\nr',
+            javascript=f'console.log("{name}"); const r = await tools["{name}"]({{}}); console.log(r); return r',
+        )
+
+    first, second = await asyncio.gather(
+        run_program(code("alpha"), [named("alpha")], runtime=runtime),
+        run_program(code("beta"), [named("beta")], runtime=runtime),
+    )
+    assert first == {"result": "alpha", "logs": ["alpha", "alpha"]}
+    assert second == {"result": "beta", "logs": ["beta", "beta"]}
+    leak = program(runtime, python='tools["alpha"]', javascript='return typeof tools["alpha"]')
+    out = await run_program(leak, [named("beta")], runtime=runtime)
+    assert out.get("result") == "undefined" or out["error"]["kind"] in ("exception", "type_error")
+
+
+async def test_cancel_aborts_a_running_program(runtime: CodeRuntime) -> None:
+    code = program(runtime, python="while True:\n    pass", javascript="while (true) {}")
+    run = asyncio.ensure_future(run_program(code, [], runtime=runtime))
+    await asyncio.sleep(0.3)
+    await runtime.cancel()
+    out = await run
+    assert out["error"] == {"kind": "abort", "message": "the run was cancelled"}
+
+
+async def test_cancelling_the_caller_kills_the_program(runtime: CodeRuntime) -> None:
+    code = program(runtime, python="while True:\n    pass", javascript="while (true) {}")
+    run = asyncio.ensure_future(run_program(code, [], runtime=runtime))
+    await asyncio.sleep(0.3)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    again = program(runtime, python="2", javascript="return 2")
+    assert await run_program(again, [], runtime=runtime) == {"result": 2, "logs": []}
+
+
+@pytest.mark.parametrize("runtime_class", [MontyRuntime, V8Runtime])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("timeout", 0), ("timeout", -1), ("timeout", float("nan")), ("max_memory", 0),
+     ("max_memory", 1.5), ("max_output", "big"), ("max_sub_calls", True)],
+)
+def test_budgets_are_validated_at_construction(
+    runtime_class: type[Any], option: str, value: object
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"runtime option {option} must be"):
+        runtime_class(**{option: value})
+
+
+def test_budget_defaults() -> None:
+    for runtime in (MontyRuntime(), V8Runtime()):
+        b = runtime.budgets
+        assert (b.timeout, b.max_memory, b.max_output, b.max_sub_calls) == (
+            30.0, 256 * 2**20, 1_000_000, 1000,
+        )
