@@ -95,6 +95,9 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     """Run one call with no scheduling in front of it: approval, before-hooks, the tool,
     after-hooks. Never raises (cancellation aside); every failure is an error ``Outcome``.
 
+    A call the approval handler refuses runs nothing, hooks included. A before-hook that raises
+    refuses the call: the tool does not run, and the after-hooks see the refusal.
+
     This is what a run's scheduler lane dispatches to, so a program's sub-calls get exactly the
     approval and hooks a model's direct calls get. ``run_ctx`` is a :class:`RunContext`; any
     other object is passed to the tool as its context, with no hooks and no approval handler.
@@ -104,17 +107,19 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     if refusal is not None:
         return Outcome.failure(tool.name, refusal)
     hooks = ctx.hooks or ToolHooks()
+    outcome: Outcome | None = None
     try:
         for before in hooks.before:
             replacement = await maybe_await(before(tool.name, args, ctx))
             if isinstance(replacement, dict):
                 args = replacement
-    except Exception as exc:
-        return outcome_from_exception(tool.name, exc)
-    try:
-        outcome = outcome_from_value(tool.name, await tool.invoke(args, ctx))
-    except Exception as exc:
+    except Exception as exc:  # a refusal: the tool does not run, after-hooks still see it
         outcome = outcome_from_exception(tool.name, exc)
+    if outcome is None:
+        try:
+            outcome = outcome_from_value(tool.name, await tool.invoke(args, ctx))
+        except Exception as exc:
+            outcome = outcome_from_exception(tool.name, exc)
     try:
         for after in hooks.after:
             replacement = await maybe_await(after(tool.name, args, outcome, ctx))
