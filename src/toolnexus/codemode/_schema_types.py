@@ -21,6 +21,7 @@ __all__ = [
     "TypeScriptTypes",
     "is_identifier",
     "pascal",
+    "python_literal",
     "safe_comment",
     "string_literal",
 ]
@@ -126,8 +127,29 @@ _JS_RESERVED = frozenset(
 
 
 def string_literal(value: str) -> str:
-    """``value`` as a string literal valid in Python and JavaScript alike (ASCII-only JSON)."""
+    """``value`` as an ASCII-only JavaScript string literal (JSON; UTF-16 escapes)."""
     return json.dumps(value, ensure_ascii=True)
+
+
+def python_literal(value: str) -> str:
+    """``value`` as an ASCII-only Python string literal that round-trips exactly.
+
+    Not JSON: JSON escapes a character outside the BMP as a UTF-16 surrogate pair, which
+    Python reads as two lone surrogates, a different string.
+    """
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def _literal(value: Any, *, python: bool) -> str | None:
@@ -136,7 +158,7 @@ def _literal(value: Any, *, python: bool) -> str | None:
     if value is None:
         return "None" if python else "null"
     if isinstance(value, str):
-        return string_literal(value)
+        return python_literal(value) if python else string_literal(value)
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float) and math.isfinite(value) and not python:
@@ -282,9 +304,9 @@ class PythonTypes(_Types):
         fields = []
         for key, schema, required in props:
             kind = self.expr(schema, name + pascal(key), depth + 1)
-            fields.append(f"{string_literal(key)}: {kind if required else f'NotRequired[{kind}]'}")
+            fields.append(f"{python_literal(key)}: {kind if required else f'NotRequired[{kind}]'}")
         self.declarations.append(
-            f"{name} = TypedDict({string_literal(name)}, {{{', '.join(fields)}}})"
+            f"{name} = TypedDict({python_literal(name)}, {{{', '.join(fields)}}})"
         )
         return name
 

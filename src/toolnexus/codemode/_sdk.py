@@ -15,6 +15,7 @@ so it matches the runtime surface exactly: each tool is an ``async`` method of t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Literal, get_args
 
@@ -23,6 +24,7 @@ from toolnexus.codemode._schema_types import (
     TypeScriptTypes,
     is_identifier,
     pascal,
+    python_literal,
     safe_comment,
     string_literal,
 )
@@ -109,13 +111,13 @@ def _render_python(tools: list[Tool]) -> str:
         arg_type = types.expr(t.input_schema, pascal(t.name) + "Args")
         default = " = ..." if _optional_args(t) else ""
         signature = f"(self, args: {arg_type}{default}, /) -> Any: ..."
-        methods.append(f"    # tools[{string_literal(t.name)}]")
+        methods.append(f"    # tools[{python_literal(t.name)}]")
         methods.extend(safe_comment(t.description, "    # ") if t.description else [])
         methods.extend(_property_comments(t, "    # "))
         if is_identifier(t.name, python=True):
             methods.append(f"    async def {t.name}{signature}")
         items.append(
-            f"    def __getitem__(self, name: Literal[{string_literal(t.name)}]) -> "
+            f"    def __getitem__(self, name: Literal[{python_literal(t.name)}]) -> "
             f"Callable[[{arg_type}], Awaitable[Any]]: ..."
         )
     lines = [
@@ -166,7 +168,7 @@ def _property_comments(t: Tool, prefix: str) -> list[str]:
         schema = props[key]
         desc = schema.get("description") if isinstance(schema, dict) else None
         if isinstance(desc, str) and desc.strip():
-            lines += safe_comment(f"  {string_literal(str(key))}: {desc}", prefix)
+            lines += safe_comment(f"  {json.dumps(str(key), ensure_ascii=True)}: {desc}", prefix)
     return lines
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import pydantic_monty as monty
 
-from toolnexus.codemode._schema_types import string_literal
+from toolnexus.codemode._schema_types import python_literal
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     LogCapture,
@@ -85,9 +85,9 @@ def _attribute_name(name: str) -> bool:
 
 
 def _prelude(tool_names: Sequence[str]) -> str:
-    names = "[" + ", ".join(string_literal(n) for n in tool_names) + "]"
+    names = "[" + ", ".join(python_literal(n) for n in tool_names) + "]"
     attributes = "\n".join(
-        f"tools.{n} = _toolnexus_functions[{string_literal(n)}]"
+        f"tools.{n} = _toolnexus_functions[{python_literal(n)}]"
         for n in tool_names
         if _attribute_name(n)
     )
