@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 
 import toolnexus
+import toolnexus.codemode
+import toolnexus.codemode.runtimes
 import toolnexus.errors
 import toolnexus.scheduling
 import toolnexus.session
@@ -24,7 +26,19 @@ EXPECTED = {
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.tools: [
-        "ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult", "Toolkit", "tool",
+        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Tool", "ToolHints", "ToolHooks",
+        "ToolResult", "Toolkit", "tool",
+    ],
+    toolnexus.codemode: [
+        "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
+        "RunContext", "await_timeout", "bindings", "collapse_message", "collapsed",
+        "default_mode", "default_runtime", "denied_message", "direct_dispatch", "filter_tools",
+        "is_transport_call", "new_parent_token", "parse_mode", "render_sdk", "resolve_mode",
+        "run_code_tool", "run_program", "runtime_available", "tag_transport", "visible_tools",
+    ],
+    toolnexus.codemode.runtimes: [
+        "Budgets", "CodeRuntime", "FailureKind", "MontyRuntime", "ProgramFailure", "RunReport",
+        "ToolCaller", "V8Runtime",
     ],
 }  # fmt: skip
 
