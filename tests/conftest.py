@@ -6,9 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
-
 from helpers import Probe
+from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
 
 @pytest.fixture
@@ -36,6 +35,8 @@ async def v8_runtime() -> AsyncIterator[V8Runtime]:
 @pytest.fixture(params=["python", "javascript"])
 async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
     """Each runtime in turn, for behaviour both must share."""
-    made: CodeRuntime = MontyRuntime(timeout=5) if request.param == "python" else V8Runtime(timeout=5)
+    made: CodeRuntime = (
+        MontyRuntime(timeout=5) if request.param == "python" else V8Runtime(timeout=5)
+    )
     yield made
     await made.aclose()

@@ -132,7 +132,10 @@ async def test_an_approval_handler_that_raises_refuses_the_call() -> None:
         raise RuntimeError("no UI")
 
     outcome = await direct_dispatch(t, {}, RunContext(approval_handler=handler))
-    assert outcome.error == {"tool": "t", "message": "call to 't' was not approved (the approval handler failed)"}
+    assert outcome.error == {
+        "tool": "t",
+        "message": "call to 't' was not approved (the approval handler failed)",
+    }
     truthy = await direct_dispatch(t, {}, RunContext(approval_handler=lambda n, a: "yes"))
     assert truthy.error is not None  # only True approves
     assert ran == []

@@ -7,24 +7,23 @@ from typing import Any
 
 import pytest
 
-from toolnexus import Session, Tool, ToolHints, ToolResult, tool
+from helpers import Probe
+from toolnexus import Session, ToolHints, ToolResult, tool
 from toolnexus.codemode import (
     RUN_CODE_NAME,
     PermissionPolicy,
     RunContext,
+    _run_code,
     await_timeout,
     render_sdk,
     run_code_tool,
     run_program,
     visible_tools,
 )
-from toolnexus.codemode import _run_code
 from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome
 from toolnexus.tools import ToolHooks
-
-from helpers import Probe
 
 
 @tool(hints=ToolHints(read_only=True))
@@ -119,7 +118,10 @@ async def test_denied_tools_are_stubs_that_fail_like_failures_without_an_audit_e
         else "try { await tools.remember({fact: 'x'}) } catch (e) { return [e.tool, e.message] }"
     )
     out = await run_program(
-        code, [add, remember], runtime=runtime, policy=PermissionPolicy(deny=["remember"]),
+        code,
+        [add, remember],
+        runtime=runtime,
+        policy=PermissionPolicy(deny=["remember"]),
         session=session,
     )
     message = "tool 'remember' is denied by the permission policy"
@@ -132,7 +134,9 @@ async def test_the_sdk_declares_only_granted_tools(monty_runtime: MontyRuntime) 
     built = run_code_tool([add, remember], policy=policy, runtime=monty_runtime)
     assert built.description.endswith(render_sdk("python", [add]))
     out = await run_program(
-        "await tools.remember({'fact': 'x'})", [add, remember], runtime=monty_runtime,
+        "await tools.remember({'fact': 'x'})",
+        [add, remember],
+        runtime=monty_runtime,
         policy=policy,
     )
     assert out["error"]["kind"] == "type_error"
@@ -173,7 +177,9 @@ async def test_without_an_approval_handler_a_call_needing_approval_is_refused(
     monty_runtime: MontyRuntime,
 ) -> None:
     out = await run_program(
-        "await tools.add({'a': 1, 'b': 2})", [add], runtime=monty_runtime,
+        "await tools.add({'a': 1, 'b': 2})",
+        [add],
+        runtime=monty_runtime,
         policy=PermissionPolicy(approval_required=["add"]),
     )
     assert out["error"]["message"] == (
@@ -238,7 +244,9 @@ async def test_await_timeout_cancels_the_run_and_reports_timeout(
     monty_runtime: MontyRuntime, probe: Probe
 ) -> None:
     out = await run_program(
-        "await tools.slow({'gate': 'never'})", [probe.tool("slow")], runtime=monty_runtime,
+        "await tools.slow({'gate': 'never'})",
+        [probe.tool("slow")],
+        runtime=monty_runtime,
         await_timeout=0.3,
     )
     assert out["error"] == {"kind": "timeout", "message": "the run took longer than 0.3 s"}
@@ -366,7 +374,8 @@ async def test_sub_call_arguments_that_are_not_an_object_fail_the_call(
 ) -> None:
     out = await run_program(
         "try:\n    await tools.add([1, 2])\nexcept ToolError as e:\n    r = str(e)\nr",
-        [add], runtime=monty_runtime,
+        [add],
+        runtime=monty_runtime,
     )
     assert out.get("result") == "arguments must be an object, got list" or (
         out["error"]["kind"] == "type_error"
@@ -377,7 +386,8 @@ async def test_invalid_sub_call_arguments_fail_with_field_messages(
     v8_runtime: V8Runtime,
 ) -> None:
     out = await run_program(
-        "try { await tools.add({a: 'one'}) } catch (e) { return e.message }", [add],
+        "try { await tools.add({a: 'one'}) } catch (e) { return e.message }",
+        [add],
         runtime=v8_runtime,
     )
     assert "invalid arguments for tool 'add'" in out["result"]

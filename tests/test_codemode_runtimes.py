@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from helpers import Probe
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 from toolnexus.errors import ConfigurationError
-
-from helpers import Probe
 
 
 def program(runtime: CodeRuntime, *, python: str, javascript: str) -> str:
@@ -23,8 +22,13 @@ def echo_tool() -> Tool:
     async def execute(args: dict[str, Any]) -> Any:
         return {"echo": args}
 
-    return Tool("echo", "Echo the arguments.", {"type": "object"}, execute=execute,
-                hints=ToolHints(read_only=True))
+    return Tool(
+        "echo",
+        "Echo the arguments.",
+        {"type": "object"},
+        execute=execute,
+        hints=ToolHints(read_only=True),
+    )
 
 
 def failing_tool() -> Tool:
@@ -57,7 +61,7 @@ async def test_tool_results_reach_the_program(runtime: CodeRuntime) -> None:
     code = program(
         runtime,
         python='r = await tools.echo({"x": 1})\nr["echo"]["x"] + 1',
-        javascript='const r = await tools.echo({x: 1}); return r.echo.x + 1',
+        javascript="const r = await tools.echo({x: 1}); return r.echo.x + 1",
     )
     assert await run_program(code, [echo_tool()], runtime=runtime) == {"result": 2, "logs": []}
 
@@ -169,7 +173,7 @@ async def test_a_busy_loop_after_an_await_is_killed_too() -> None:
         try:
             code = program(
                 runtime,
-                python='await tools.echo({})\nwhile True:\n    pass',
+                python="await tools.echo({})\nwhile True:\n    pass",
                 javascript="await tools.echo({}); while (true) {}",
             )
             out = await run_program(code, [echo_tool()], runtime=runtime)
@@ -313,8 +317,15 @@ async def test_cancelling_the_caller_kills_the_program(runtime: CodeRuntime) -> 
 @pytest.mark.parametrize("runtime_class", [MontyRuntime, V8Runtime])
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("timeout", 0), ("timeout", -1), ("timeout", float("nan")), ("max_memory", 0),
-     ("max_memory", 1.5), ("max_output", "big"), ("max_sub_calls", True)],
+    [
+        ("timeout", 0),
+        ("timeout", -1),
+        ("timeout", float("nan")),
+        ("max_memory", 0),
+        ("max_memory", 1.5),
+        ("max_output", "big"),
+        ("max_sub_calls", True),
+    ],
 )
 def test_budgets_are_validated_at_construction(
     runtime_class: type[Any], option: str, value: object
@@ -327,5 +338,8 @@ def test_budget_defaults() -> None:
     for runtime in (MontyRuntime(), V8Runtime()):
         b = runtime.budgets
         assert (b.timeout, b.max_memory, b.max_output, b.max_sub_calls) == (
-            30.0, 256 * 2**20, 1_000_000, 1000,
+            30.0,
+            256 * 2**20,
+            1_000_000,
+            1000,
         )

@@ -71,8 +71,11 @@ def test_javascript_and_typescript_are_identical() -> None:
 @given(st.permutations(range(6)), st.sampled_from(["python", "javascript"]))
 def test_the_same_set_gives_the_same_bytes_in_any_order(order: list[int], language: str) -> None:
     tools = [
-        make("read", "Read.", {"type": "object", "properties": {"z": {"type": "string"},
-                                                                "a": {"type": "integer"}}}),
+        make(
+            "read",
+            "Read.",
+            {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}},
+        ),
         make("write-file", "Write."),
         make("alpha", "First."),
         make("read", "a duplicate: the first one wins"),
@@ -95,19 +98,32 @@ def test_any_change_of_name_or_description_changes_the_sdk(language: str) -> Non
 
 
 def test_properties_are_sorted() -> None:
-    one = make("t", "", {"type": "object", "properties": {"b": {"type": "string"},
-                                                          "a": {"type": "integer"}}})
-    two = make("t", "", {"type": "object", "properties": {"a": {"type": "integer"},
-                                                          "b": {"type": "string"}}})
+    one = make(
+        "t",
+        "",
+        {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}},
+    )
+    two = make(
+        "t",
+        "",
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+    )
     for language in ("python", "javascript"):
         assert render_sdk(language, [one]) == render_sdk(language, [two])
 
 
 def _hostile_tools() -> list[Tool]:
     return [
-        make(name, HOSTILE_DESCRIPTIONS[i % len(HOSTILE_DESCRIPTIONS)],
-             {"type": "object", "properties": {name: {"type": "string",
-                                                      "description": HOSTILE_DESCRIPTIONS[i % 3]}}})
+        make(
+            name,
+            HOSTILE_DESCRIPTIONS[i % len(HOSTILE_DESCRIPTIONS)],
+            {
+                "type": "object",
+                "properties": {
+                    name: {"type": "string", "description": HOSTILE_DESCRIPTIONS[i % 3]}
+                },
+            },
+        )
         for i, name in enumerate(HOSTILE_NAMES)
     ]
 
@@ -125,7 +141,9 @@ def test_python_sdk_is_valid_python_and_nothing_breaks_out() -> None:
         assert isinstance(node.value, (ast.Call, ast.Name))
     class_def = tree.body[-2]
     assert isinstance(class_def, ast.ClassDef)
-    assert all(isinstance(n, (ast.AsyncFunctionDef, ast.FunctionDef, ast.Pass)) for n in class_def.body)
+    assert all(
+        isinstance(n, (ast.AsyncFunctionDef, ast.FunctionDef, ast.Pass)) for n in class_def.body
+    )
     assert "evil()" not in [line.strip() for line in sdk.splitlines()]
     for line in sdk.splitlines():
         assert "\u2028" not in line and "\u2029" not in line and "\r" not in line
@@ -151,7 +169,10 @@ def test_typescript_sdk_type_checks(tmp_path: Path) -> None:
     source.write_text(sdk + usage)
     done = subprocess.run(
         [find_deno_bin(), "check", "--no-config", "--no-remote", "--quiet", str(source)],
-        capture_output=True, text=True, timeout=120, env={"NO_COLOR": "1", "DENO_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"NO_COLOR": "1", "DENO_DIR": str(tmp_path / "cache")},
         check=False,
     )
     # Optional properties of a hostile name are fine; the file must parse and check.
@@ -164,7 +185,7 @@ async def test_every_hostile_name_is_callable_by_its_exact_name(runtime_class: t
     tools = _hostile_tools()
     names = json.dumps(HOSTILE_NAMES)
     code = (
-        f"names = {ascii(HOSTILE_NAMES)}\nout = []\nfor n in names:\n    r = await tools[n]({{}})\n    out.append(r['tool'])\nout"
+        f"names = {HOSTILE_NAMES!a}\nout = []\nfor n in names:\n    r = await tools[n]({{}})\n    out.append(r['tool'])\nout"
         if runtime.language == "python"
         else f"const out = []; for (const n of {names}) out.push((await tools[n]({{}})).tool); return out"
     )
@@ -202,16 +223,32 @@ def ts(schema: Any) -> str:
         ({"type": "boolean"}, "bool", "boolean"),
         ({"type": "null"}, "None", "null"),
         ({"type": ["string", "null"]}, "str | None", "string | null"),
-        ({"enum": ["a", "b", 3, True, None]}, 'Literal["a", "b", 3, True, None]', '"a" | "b" | 3 | true | null'),
+        (
+            {"enum": ["a", "b", 3, True, None]},
+            'Literal["a", "b", 3, True, None]',
+            '"a" | "b" | 3 | true | null',
+        ),
         ({"const": "x"}, 'Literal["x"]', '"x"'),
         ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "str | int", "string | number"),
         ({"anyOf": [{"type": "string"}, {}]}, "Any", "unknown"),
         ({"allOf": [{"type": "string"}, {"type": "number"}]}, "Any", "(string) & (number)"),
         ({"type": "array", "items": {"type": "string"}}, "list[str]", "Array<string>"),
-        ({"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}, "tuple[str, int]", "[string, number]"),
+        (
+            {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+            "tuple[str, int]",
+            "[string, number]",
+        ),
         ({"type": "array"}, "list[Any]", "Array<unknown>"),
-        ({"type": "object", "additionalProperties": {"type": "integer"}}, "dict[str, int]", "{ [key: string]: number }"),
-        ({"type": "object", "additionalProperties": False}, "dict[str, Any]", "Record<string, never>"),
+        (
+            {"type": "object", "additionalProperties": {"type": "integer"}},
+            "dict[str, int]",
+            "{ [key: string]: number }",
+        ),
+        (
+            {"type": "object", "additionalProperties": False},
+            "dict[str, Any]",
+            "Record<string, never>",
+        ),
         ({"$ref": "#/definitions/x"}, "Any", "unknown"),
         ({"type": "quaternion"}, "Any", "unknown"),
         ("not a schema", "Any", "unknown"),
@@ -227,21 +264,28 @@ def test_schema_to_types(schema: Any, python: str, typescript: str) -> None:
 
 def test_objects_become_typed_dicts_with_required_and_optional_keys() -> None:
     expr, declarations = py(
-        {"type": "object", "required": ["id"], "properties": {
-            "id": {"type": "integer"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "owner": {"type": "object", "properties": {"name": {"type": "string"}}},
-        }}
+        {
+            "type": "object",
+            "required": ["id"],
+            "properties": {
+                "id": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "owner": {"type": "object", "properties": {"name": {"type": "string"}}},
+            },
+        }
     )
     assert expr == "T"
     assert declarations == [
         'TOwner = TypedDict("TOwner", {"name": NotRequired[str]})',
         'T = TypedDict("T", {"id": int, "owner": NotRequired[TOwner], "tags": NotRequired[list[str]]})',
     ]
-    assert ts({"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"},
-                                                                     "n": {"type": "string"}}}) == (
-        '{ "id": number; "n"?: string }'
-    )
+    assert ts(
+        {
+            "type": "object",
+            "required": ["id"],
+            "properties": {"id": {"type": "integer"}, "n": {"type": "string"}},
+        }
+    ) == ('{ "id": number; "n"?: string }')
 
 
 def test_nesting_past_the_limit_becomes_any_and_never_raises() -> None:
@@ -254,12 +298,35 @@ def test_nesting_past_the_limit_becomes_any_and_never_raises() -> None:
 
 
 @settings(max_examples=200)
-@given(st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5)),
-    lambda children: st.one_of(st.lists(children, max_size=3),
-                               st.dictionaries(st.sampled_from(["type", "items", "properties", "enum", "oneOf", "anyOf", "allOf", "required", "additionalProperties", "const", "$ref", "x"]), children, max_size=4)),
-    max_leaves=20,
-))
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5)),
+        lambda children: st.one_of(
+            st.lists(children, max_size=3),
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "type",
+                        "items",
+                        "properties",
+                        "enum",
+                        "oneOf",
+                        "anyOf",
+                        "allOf",
+                        "required",
+                        "additionalProperties",
+                        "const",
+                        "$ref",
+                        "x",
+                    ]
+                ),
+                children,
+                max_size=4,
+            ),
+        ),
+        max_leaves=20,
+    )
+)
 def test_any_schema_node_renders_without_raising(node: Any) -> None:
     expr, declarations = py(node)
     ast.parse("\n".join([*declarations, f"x: {expr}"]))

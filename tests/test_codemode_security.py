@@ -4,6 +4,7 @@ file system and environment were not touched."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -97,11 +98,14 @@ async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
     try:
         child = await runtime._spawn()
         await child.ready()
-        environ = Path(f"/proc/{child.process.pid}/environ").read_bytes().split(b"\0")
+        environ_file = Path(f"/proc/{child.process.pid}/environ")
+        environ = (await asyncio.to_thread(environ_file.read_bytes)).split(b"\0")
         await child.reap()
         assert not any(SECRET.encode() in entry for entry in environ)
-        assert all(entry.split(b"=")[0] in {b"DENO_DIR", b"NO_COLOR", b"DENO_NO_UPDATE_CHECK", b""}
-                   for entry in environ)
+        assert all(
+            entry.split(b"=")[0] in {b"DENO_DIR", b"NO_COLOR", b"DENO_NO_UPDATE_CHECK", b""}
+            for entry in environ
+        )
     finally:
         await runtime.aclose()
 

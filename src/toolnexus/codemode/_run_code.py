@@ -289,6 +289,9 @@ def run_code_tool(
     sdk = render_sdk(_LANGUAGE_OF_RUNTIME.get(chosen.language, "python"), granted_tools)
     tools_for_run = list(all_tools)
     patience = globals()["await_timeout"](await_timeout)  # validate now, not mid-conversation
+    prepare = getattr(chosen, "prepare", None)
+    if callable(prepare):  # warm the sandbox while the model writes its program
+        prepare(sdk)
 
     async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
         description = args.get("description")

@@ -298,6 +298,22 @@ class MontyRuntime:
             await asyncio.shield(self._release(checkout))
         return RunReport(value, failure, run.logs.finish())
 
+    def prepare(self, sdk: str) -> None:
+        """Start the worker pool and the type checker for ``sdk`` in the background.
+
+        The first type check against a new SDK costs ~50 ms (the checker loads the stubs);
+        ``run_code_tool`` calls this when it builds the tool, so the checker is warm by the time
+        the model has written its program. Returns at once; never raises.
+        """
+        if self._type_check:
+            self._threads.submit(self._warm_checker, sdk)
+
+    def _warm_checker(self, sdk: str) -> None:
+        try:
+            self._checkers.check(self._start_pool(), sdk, "pass")
+        except Exception:  # only a warm-up: the run itself reports any real problem
+            logger.debug("warming the Monty type checker failed", exc_info=True)
+
     async def cancel(self) -> None:
         """Kill every run in progress; each reports kind ``abort``."""
         for run in list(self._active):

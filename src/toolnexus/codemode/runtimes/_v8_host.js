@@ -7,7 +7,7 @@
 
 const core = {
   write: Deno.stdout.writeSync.bind(Deno.stdout),
-  stdin: Deno.stdin.readable,
+  stdin: Deno.stdin,
   inspect: Deno.inspect,
 };
 const encoder = new TextEncoder();
@@ -111,8 +111,12 @@ async function main() {
   let buffer = "";
   let started = false;
   send({ t: "ready" });
-  for await (const chunk of core.stdin) {
-    buffer += decoder.decode(chunk, { stream: true });
+  const chunk = new Uint8Array(1 << 16);
+  for (;;) {
+    // read() straight into a buffer: measurably faster per message than the readable stream
+    const size = await core.stdin.read(chunk);
+    if (size === null) break;
+    buffer += decoder.decode(chunk.subarray(0, size), { stream: true });
     let newline;
     while ((newline = buffer.indexOf("\n")) >= 0) {
       const message = JSON.parse(buffer.slice(0, newline));
