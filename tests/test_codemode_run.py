@@ -42,8 +42,9 @@ async def test_sub_calls_are_audited_in_the_callers_session_outside_model_histor
     monty_runtime: MontyRuntime,
 ) -> None:
     session = Session()
-    session.append("user", {"content": "hi"})
+    session.append("user_message", {"content": "hi"})
     before = session.messages()
+    assert before == [{"role": "user", "content": "hi"}]
     out = await run_program(
         "import asyncio\nr = await asyncio.gather(tools.add({'a': 1, 'b': 2}), "
         "tools.remember({'fact': 'x'}))\nr",
