@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolnexus import Session, ToolHints, tool
+from toolnexus import Session, Tool, ToolHints, tool
 from toolnexus.codemode import PermissionPolicy, run_program
 from toolnexus.codemode.runtimes import MontyRuntime
 
@@ -31,33 +31,35 @@ def mark(event: str) -> None:
     TIMELINE.append(f"{(time.perf_counter() - START) * 1000:7.1f} ms  {event}")
 
 
-def make_tools(root: Path) -> list:  # type: ignore[type-arg]
+def make_tools(root: Path) -> list[Tool]:
+    """Tools over one directory. Plain functions: toolnexus runs them in worker threads."""
+
     @tool(hints=ToolHints(read_only=True))
-    async def list_files() -> list[str]:
+    def list_files() -> list[str]:
         """List the project's files."""
         return sorted(p.name for p in root.iterdir())
 
     @tool(hints=ToolHints(read_only=True))
-    async def read_file(path: str) -> str:
+    def read_file(path: str) -> str:
         """Read one file of the project.
 
         Args:
             path: The file name.
         """
         mark(f"read {path} starts")
-        await asyncio.sleep(0.05)  # a slow disk: the reads overlap
+        time.sleep(0.05)  # a slow disk: the reads overlap
         mark(f"read {path} ends")
         return (root / path).read_text(encoding="utf-8")
 
     @tool
-    async def write_file(path: str, text: str) -> str:
+    def write_file(path: str, text: str) -> str:
         """Write a file (not known to be safe: it runs alone)."""
         mark(f"write {path}")
         (root / path).write_text(text, encoding="utf-8")
         return f"wrote {len(text)} characters"
 
     @tool
-    async def delete_file(path: str) -> str:
+    def delete_file(path: str) -> str:
         """Delete a file."""
         (root / path).unlink()
         return "deleted"
