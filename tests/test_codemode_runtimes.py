@@ -343,3 +343,53 @@ def test_budget_defaults() -> None:
             1_000_000,
             1000,
         )
+
+
+async def test_a_sandbox_process_that_dies_is_reported_as_substrate_exit(
+    runtime: CodeRuntime,
+) -> None:
+    import os
+    import signal
+
+    killed: list[int] = []
+
+    async def kill_the_sandbox(args: dict[str, Any]) -> str:
+        if isinstance(runtime, MontyRuntime):
+            run = next(iter(runtime._active))
+            assert run.pid is not None
+            pid = run.pid
+        else:
+            assert isinstance(runtime, V8Runtime)
+            pid = next(iter(runtime._active)).process.pid
+        os.kill(pid, signal.SIGKILL)  # from outside the runtime: not a kill it ordered
+        killed.append(pid)
+        await asyncio.sleep(0.2)
+        return "done"
+
+    sabotage = Tool("sabotage", "", {"type": "object"}, execute=kill_the_sandbox)
+    code = program(runtime, python="await tools.sabotage({})\n1", javascript="await tools.sabotage({}); return 1")
+    out = await run_program(code, [sabotage], runtime=runtime)
+    assert killed
+    assert out["error"]["kind"] == "substrate_exit", out
+    again = program(runtime, python="3", javascript="return 3")
+    assert await run_program(again, [], runtime=runtime) == {"result": 3, "logs": []}
+
+
+async def test_every_run_starts_from_fresh_global_state(runtime: CodeRuntime) -> None:
+    first = program(runtime, python="leak = 41\nleak", javascript="globalThis.leak = 41; return 41")
+    second = program(
+        runtime,
+        python="try:\n    r = leak\nexcept NameError:\n    r = 'fresh'\nr",
+        javascript="return typeof globalThis.leak === 'undefined' ? 'fresh' : globalThis.leak",
+    )
+    assert (await run_program(first, [], runtime=runtime))["result"] == 41
+    out = await run_program(second, [], runtime=runtime)
+    assert out.get("result") == "fresh" or out["error"]["kind"] == "type_error"
+
+
+def test_a_runtime_outlives_its_event_loop() -> None:
+    for runtime in (MontyRuntime(timeout=5), V8Runtime(timeout=5)):
+        code = program(runtime, python="1 + 1", javascript="return 1 + 1")
+        assert asyncio.run(run_program(code, [], runtime=runtime))["result"] == 2
+        assert asyncio.run(run_program(code, [], runtime=runtime))["result"] == 2
+        asyncio.run(runtime.aclose())

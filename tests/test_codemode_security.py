@@ -96,11 +96,12 @@ async def test_javascript_escapes_are_contained(escape: str, tmp_path: Path) -> 
 async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
     runtime = V8Runtime(timeout=5)
     try:
-        child = await runtime._spawn()
-        await child.ready()
+        child = await asyncio.to_thread(runtime._start)
+        await child.attach()
         environ_file = Path(f"/proc/{child.process.pid}/environ")
         environ = (await asyncio.to_thread(environ_file.read_bytes)).split(b"\0")
-        await child.reap()
+        child.detach()
+        await asyncio.to_thread(child.finish)
         assert not any(SECRET.encode() in entry for entry in environ)
         assert all(
             entry.split(b"=")[0] in {b"DENO_DIR", b"NO_COLOR", b"DENO_NO_UPDATE_CHECK", b""}

@@ -22,10 +22,12 @@ import os
 import resource
 import subprocess
 import tempfile
-from collections.abc import Coroutine, Sequence
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from toolnexus.codemode.runtimes._base import (
     Budgets,
@@ -39,8 +41,6 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, snapshot
 
 __all__ = ["V8Runtime"]
-
-T = TypeVar("T")
 
 logger = logging.getLogger("toolnexus.codemode")
 
@@ -70,93 +70,113 @@ def _host_script() -> Path:
 class _Child:
     """One Deno process, for one program.
 
-    Why ``subprocess.Popen`` in a thread plus connected pipes, not ``asyncio`` subprocesses:
-    cancelling ``create_subprocess_exec`` at the wrong moment (interpreter shutdown with a spare
-    starting) waits for a child that is never reported gone; a plain ``Popen`` has no child
-    watcher to wait on. stderr goes to a temporary file, so it can never fill a pipe and stall
-    the child, and its tail says why a child died (a V8 out-of-memory, say).
+    Why ``subprocess.Popen`` in a worker thread, with pipes connected only when the process is
+    taken for a run: a spare must not belong to any event loop (a runtime outlives the loop it
+    was first used in, and ``asyncio`` subprocesses cannot even be cancelled safely while
+    starting). stderr goes to a temporary file, so it can never fill a pipe and stall the child;
+    its tail says why a child died (a V8 out-of-memory, say).
     """
 
-    def __init__(
-        self,
-        process: subprocess.Popen[bytes],
-        stdout: asyncio.StreamReader,
-        stdin: asyncio.StreamWriter,
-        stderr: Any,
-    ) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], stderr: Any) -> None:
         self.process = process
-        self.stdout = stdout
-        self._stdin = stdin
         self._stderr = stderr
+        self._stdout: asyncio.StreamReader | None = None
+        self._stdin: asyncio.StreamWriter | None = None
+        self._read_transport: asyncio.BaseTransport | None = None
         self.stderr_tail = b""
-        self._ready = False
 
     @classmethod
-    async def spawn(cls, argv: list[str], env: dict[str, str], data_limit: int) -> _Child:
-        """Start a process (in a thread: forking is not free) and connect its pipes."""
+    def start(cls, argv: list[str], env: dict[str, str], data_limit: int) -> _Child:
+        """Start the process. Blocking (a fork): call it in a worker thread."""
 
         def limit_memory() -> None:  # runs in the child, before exec
             resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
 
-        loop = asyncio.get_running_loop()
-        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in reap()
-
-        def start() -> subprocess.Popen[bytes]:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=env,
-                preexec_fn=limit_memory,
-            )
-
-        process = await loop.run_in_executor(None, start)
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), process.stdout)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, process.stdin
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in finish()
+        # argv is ours (the deno binary, our script); preexec_fn only calls setrlimit
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            preexec_fn=limit_memory,
         )
-        writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        return cls(process, reader, writer, stderr)
+        return cls(process, stderr)
 
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    async def ready(self) -> None:
-        """Wait for the process to say it is ready; raises ConfigurationError if it died."""
-        if self._ready:
-            return
-        line = await self.stdout.readline()
+    @property
+    def stdout(self) -> asyncio.StreamReader:
+        """The process's protocol lines (connected by :meth:`attach`)."""
+        if self._stdout is None:
+            raise RuntimeError("the Deno process is not attached to an event loop")
+        return self._stdout
+
+    async def attach(self) -> None:
+        """Connect the pipes to the running loop and wait for the process to be ready.
+
+        Raises:
+            ConfigurationError: the process died before it was ready.
+        """
+        loop = asyncio.get_running_loop()
+        reader = self._stdout = asyncio.StreamReader(limit=STREAM_LIMIT)
+        self._read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.process.stdin
+        )
+        self._stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        line = await reader.readline()
         if not line.startswith(b'{"t":"ready"'):
-            await self.reap()
+            self.detach()
+            await asyncio.get_running_loop().run_in_executor(None, self.finish)
             detail = self.stderr_tail.decode(errors="replace").strip()
             raise ConfigurationError(f"the Deno process did not start: {detail or line!r}")
-        self._ready = True
 
     async def send(self, message: dict[str, Any]) -> None:
-        if self._stdin.is_closing():
+        stdin = self._stdin
+        if stdin is None or stdin.is_closing():
             return
-        self._stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+        stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
         with contextlib.suppress(ConnectionError):
-            await self._stdin.drain()
+            await stdin.drain()
 
     def kill(self) -> None:
         if self.alive:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
 
-    async def reap(self) -> None:
-        """Kill the process if needed, wait for it, and keep the tail of its stderr."""
+    def detach(self) -> None:
+        """Close the pipes' transports (on the loop that opened them)."""
+        if self._stdin is not None:
+            self._stdin.close()
+        if self._read_transport is not None:
+            self._read_transport.close()
+
+    def finish(self) -> None:
+        """Kill, wait, and keep the tail of stderr. Blocking: call it in a worker thread."""
         self.kill()
-        self._stdin.close()
-        await asyncio.get_running_loop().run_in_executor(None, self.process.wait)
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         with contextlib.suppress(OSError, ValueError):
             self._stderr.seek(0, os.SEEK_END)
             self._stderr.seek(max(self._stderr.tell() - 4000, 0))
             self.stderr_tail = self._stderr.read()
             self._stderr.close()
+
+
+def _finish_all(spares: list[Future[_Child]]) -> None:
+    """Stop spare processes (blocking); also run when a runtime is garbage-collected."""
+    for spare in spares:
+        with contextlib.suppress(Exception):
+            spare.result(timeout=30).finish()
 
 
 class V8Runtime:
@@ -168,7 +188,7 @@ class V8Runtime:
             process's data segment (ArrayBuffers included). Default 256 MiB.
         max_output: Bytes of logs kept per run. Default 1,000,000.
         max_sub_calls: Tool calls per run. Default 1,000.
-        spares: Processes kept started and waiting, so a run need not wait for one (default 1).
+        spares: Processes kept booted and waiting, so a run need not wait for one (default 1).
         deno_path: The ``deno`` binary; by default the one the ``deno`` package installed.
 
     Raises:
@@ -192,10 +212,11 @@ class V8Runtime:
             raise ConfigurationError(f"V8Runtime spares must be 0 or more, got {spares!r}.")
         self._spares_wanted = spares
         self._deno = deno_path
-        self._spares: list[asyncio.Task[_Child]] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._threads = ThreadPoolExecutor(4, thread_name_prefix="toolnexus-deno")
+        self._spares: list[Future[_Child]] = []
         self._active: dict[_Child, ProgramFailure | None] = {}
         self._cache_dir = tempfile.mkdtemp(prefix="toolnexus-deno-")
+        self._finalizer = weakref.finalize(self, _finish_all, self._spares)
 
     def __repr__(self) -> str:
         return f"<V8Runtime {self.budgets}>"
@@ -234,11 +255,11 @@ class V8Runtime:
             for task in calls.values():
                 task.cancel()
             stopped = self._active.pop(child, None)
-            self._retire(child)
+            finished = self._retire(child)
         if stopped is not None:
             return RunReport(failure=stopped, logs=logs.finish())
         if report.failure is None and report.value is _EXITED:
-            await asyncio.shield(child.reap())  # it is gone already: cheap, and gives stderr
+            await asyncio.wrap_future(finished)  # it is gone already: quick, and gives stderr
             return RunReport(failure=self._exit_failure(child), logs=logs.finish())
         return RunReport(report.value, report.failure, logs.finish())
 
@@ -251,54 +272,49 @@ class V8Runtime:
             child.kill()
 
     async def aclose(self) -> None:
-        """Kill running programs and spare processes."""
+        """Kill running programs and spare processes; a later run starts new ones."""
         await self.cancel()
-        spares, self._spares = self._spares, []
-        for spare in spares:
-            with contextlib.suppress(Exception):
-                await (await spare).reap()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        spares = list(self._spares)
+        self._spares.clear()
+        await asyncio.get_running_loop().run_in_executor(self._threads, _finish_all, spares)
 
     # -- processes -----------------------------------------------------------------------------
 
     async def _take_child(self) -> _Child:
-        loop = asyncio.get_running_loop()
         while self._spares:
             spare = self._spares.pop(0)
-            if spare.get_loop() is not loop:  # started under an event loop that is gone
-                _discard(spare)
-                continue
             try:
-                child = await spare
-                await child.ready()
-            except (ConfigurationError, OSError):
+                child = await asyncio.wrap_future(spare)
+            except OSError:
                 logger.warning("a spare Deno process failed to start", exc_info=True)
                 continue
-            if child.alive:
-                return child
-        child = await self._spawn()
-        await child.ready()
+            if not child.alive:
+                self._threads.submit(child.finish)
+                continue
+            try:
+                await child.attach()
+            except ConfigurationError:
+                logger.warning("a spare Deno process failed to start", exc_info=True)
+                continue
+            return child
+        child = await asyncio.wrap_future(self._threads.submit(self._start))
+        await child.attach()
         return child
 
-    def _retire(self, child: _Child) -> None:
-        """Kill a used process, reap it in the background, and start its replacement spare.
+    def _retire(self, child: _Child) -> Future[None]:
+        """Kill a used process, reap it in a thread, and start its replacement spare.
 
         Why after the run and not when the spare is taken: starting Deno costs ~45 ms of CPU,
         which would compete with the run it is meant to make fast.
         """
         child.kill()
-        self._background(child.reap())
+        child.detach()
+        finished = self._threads.submit(child.finish)
         while len(self._spares) < self._spares_wanted:
-            self._spares.append(self._background(self._spawn()))
+            self._spares.append(self._threads.submit(self._start))
+        return finished
 
-    def _background(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _spawn(self) -> _Child:
+    def _start(self) -> _Child:
         heap_mb = max(self.budgets.max_memory // (1024 * 1024), 16)
         argv = [
             self._deno or _deno_binary(),
@@ -313,7 +329,7 @@ class V8Runtime:
             str(_host_script()),
         ]
         env = {"DENO_DIR": self._cache_dir, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
-        return await _Child.spawn(argv, env, self.budgets.max_memory + DATA_HEADROOM)
+        return _Child.start(argv, env, self.budgets.max_memory + DATA_HEADROOM)
 
     def _out_of_memory(self) -> ProgramFailure:
         limit = self.budgets.max_memory
@@ -336,7 +352,6 @@ class V8Runtime:
         calls: dict[int, asyncio.Task[None]],
     ) -> RunReport:
         stdout = child.stdout
-        assert stdout is not None
         sub_calls = 0
         while True:
             try:
@@ -394,14 +409,6 @@ class V8Runtime:
         else:
             reply = {"t": "result", "id": call_id, "ok": True, "value": snapshot(outcome.value)}
         await child.send(reply)
-
-
-def _discard(spare: asyncio.Task[_Child]) -> None:
-    """Kill the process of a spare from another event loop (it cannot be awaited here)."""
-    if spare.done() and not spare.cancelled() and spare.exception() is None:
-        spare.result().kill()
-    else:
-        spare.cancel()
 
 
 _EXITED: Any = object()
