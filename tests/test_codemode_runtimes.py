@@ -367,7 +367,11 @@ async def test_a_sandbox_process_that_dies_is_reported_as_substrate_exit(
         return "done"
 
     sabotage = Tool("sabotage", "", {"type": "object"}, execute=kill_the_sandbox)
-    code = program(runtime, python="await tools.sabotage({})\n1", javascript="await tools.sabotage({}); return 1")
+    code = program(
+        runtime,
+        python="await tools.sabotage({})\n1",
+        javascript="await tools.sabotage({}); return 1",
+    )
     out = await run_program(code, [sabotage], runtime=runtime)
     assert killed
     assert out["error"]["kind"] == "substrate_exit", out
