@@ -397,3 +397,20 @@ def test_a_runtime_outlives_its_event_loop() -> None:
         assert asyncio.run(run_program(code, [], runtime=runtime))["result"] == 2
         assert asyncio.run(run_program(code, [], runtime=runtime))["result"] == 2
         asyncio.run(runtime.aclose())
+
+
+async def test_more_concurrent_runs_than_workers_all_finish() -> None:
+    runtime = MontyRuntime(timeout=20, max_workers=1)
+    tool = echo_tool()
+    try:
+        outs = await asyncio.gather(
+            *(
+                run_program(
+                    f'r = await tools.echo({{"n": {i}}})\nr["echo"]["n"]', [tool], runtime=runtime
+                )
+                for i in range(24)
+            )
+        )
+    finally:
+        await runtime.aclose()
+    assert [o.get("result") for o in outs] == list(range(24))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -132,10 +133,12 @@ class LogCapture:
 
     Text arrives in chunks that need not end at line breaks; each stream keeps its partial line
     until the next break or :meth:`finish`. Past ``max_output`` bytes, later lines are dropped
-    and one marker says so.
+    and one marker says so. Thread-safe: a sandbox's driver thread writes while the event loop
+    may read the logs of a run it has just killed.
     """
 
     def __init__(self, max_output: int) -> None:
+        self._lock = threading.Lock()
         self._max = max_output
         self._used = 0
         self._partial: dict[str, str] = {"stdout": "", "stderr": ""}
@@ -144,6 +147,10 @@ class LogCapture:
 
     def write(self, stream: str, text: str) -> None:
         """Add ``text`` printed to ``stream`` (``"stdout"`` or ``"stderr"``)."""
+        with self._lock:
+            self._write(stream, text)
+
+    def _write(self, stream: str, text: str) -> None:
         key = "stderr" if stream == "stderr" else "stdout"
         pending = self._partial[key] + text
         *complete, rest = pending.split("\n")
@@ -155,15 +162,20 @@ class LogCapture:
             self._add(key, rest)
 
     def finish(self) -> list[Any]:
-        """Flush partial lines and return the logs."""
-        for key in ("stdout", "stderr"):
-            if self._partial[key]:
-                self._add(key, self._partial[key])
-                self._partial[key] = ""
-        return self.lines
+        """Flush partial lines and return (a copy of) the logs."""
+        with self._lock:
+            for key in ("stdout", "stderr"):
+                if self._partial[key]:
+                    self._add(key, self._partial[key])
+                    self._partial[key] = ""
+            return list(self.lines)
 
     def mark_truncated(self) -> None:
         """Drop every later line, and say so once."""
+        with self._lock:
+            self._mark_truncated()
+
+    def _mark_truncated(self) -> None:
         if not self.truncated:
             self.truncated = True
             self.lines.append(
@@ -175,7 +187,7 @@ class LogCapture:
             return
         size = len(line.encode("utf-8", "replace")) + 1
         if self._used + size > self._max:
-            self.mark_truncated()
+            self._mark_truncated()
             return
         self._used += size
         self.lines.append(line if stream == "stdout" else {"stderr": line})

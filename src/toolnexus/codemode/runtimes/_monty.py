@@ -4,13 +4,10 @@ Why the sync snapshot API (and not ``AsyncMonty``): it is the fastest path, and 
 background thread calling into asyncio, which with ``AsyncMonty`` can abort the host process at
 interpreter exit (``../shared/design/RUNTIMES.md``).
 
-How a run goes. A driver thread (one per run, so the event loop never blocks on the sandbox)
-feeds a small prelude that defines ``tools`` and ``ToolError``, then the program. Every
-``await tools.x(...)`` surfaces as a snapshot: the driver hands the call to the event loop,
-which submits it to ``call_tool`` at once (so the lane sees calls in program order), and tells
-the program "future" without waiting. When every guest task waits on the host, the driver
-blocks until at least one outcome has committed and resumes with every committed one, in commit
-order. The program is type-checked against the SDK first (see ``_monty_checker.py``).
+A run: the type check starts in a helper thread (``_monty_checker.py``) while a driver thread
+(``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude; then the
+program runs, its tool calls streaming into the loop's scheduler lane, their outcomes resumed in
+commit order. The loop only waits for the result.
 
 Why the host enforces the wall clock: Monty's own duration limit counts execution only, not time
 suspended on the host, so a run waiting on slow tools would outlive its budget. At the deadline
@@ -20,12 +17,7 @@ the host kills the worker process (SIGKILL); the pool replaces it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import keyword
 import logging
-import os
-import queue
-import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,189 +25,29 @@ from typing import Any
 
 import pydantic_monty as monty
 
-from toolnexus.codemode._schema_types import python_literal
 from toolnexus.codemode.runtimes._base import (
     Budgets,
-    LogCapture,
     ProgramFailure,
     RunReport,
     ToolCaller,
     json_shape_problem,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
+from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems
 from toolnexus.errors import ConfigurationError
-from toolnexus.scheduling import Outcome, snapshot
+from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
 
 logger = logging.getLogger("toolnexus.codemode")
 
-HOST_CALL = "_toolnexus_call"
-"""The one external function the prelude's tool functions call."""
-
-_PRELUDE = """\
-class Tools:
-    def __getitem__(self, name):
-        if name not in _toolnexus_functions:
-            raise KeyError("no tool named " + repr(name))
-        return _toolnexus_functions[name]
-
-def _toolnexus_bind(name):
-    async def call(args=None):
-        return await _toolnexus_call(name, {} if args is None else args)
-    return call
-
-_toolnexus_functions = {name: _toolnexus_bind(name) for name in %(names)s}
-tools = Tools()
-ToolError = RuntimeError
-%(attributes)s
-"""
-
-_STOP = object()
-"""Put on a run's outcome queue to wake a driver that must give up (kill, cancel)."""
+STOP_GRACE_SECONDS = 2.0
+"""After a kill, how long to wait for the driver thread to notice, so its logs are complete."""
 
 
-def _attribute_name(name: str) -> bool:
-    return (
-        name.isidentifier()
-        and name.isascii()
-        and not name.startswith("_")
-        and not (keyword.iskeyword(name))
-    )
-
-
-def _prelude(tool_names: Sequence[str]) -> str:
-    names = "[" + ", ".join(python_literal(n) for n in tool_names) + "]"
-    attributes = "\n".join(
-        f"tools.{n} = _toolnexus_functions[{python_literal(n)}]"
-        for n in tool_names
-        if _attribute_name(n)
-    )
-    return _PRELUDE % {"names": names, "attributes": attributes}
-
-
-class _Killed(Exception):
-    """The run was stopped by the host; ``failure`` says why."""
-
-    def __init__(self, failure: ProgramFailure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-class _Run:
-    """One run, shared by the event loop and the driver thread.
-
-    The loop owns ``calls`` (the tasks of outstanding sub-calls); the driver owns the session and
-    the logs. They talk through ``loop.call_soon_threadsafe`` (driver → loop: a new call) and
-    ``outcomes`` (loop → driver: a committed call, in commit order).
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        session: monty.MontySession,
-        call_tool: ToolCaller,
-        budgets: Budgets,
-    ) -> None:
-        self.loop = loop
-        self.session = session
-        self.pid = session.worker_pid
-        self.call_tool = call_tool
-        self.budgets = budgets
-        self.logs = LogCapture(budgets.max_output)
-        self.outcomes: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.calls: dict[int, asyncio.Task[Outcome]] = {}
-        self.failures: dict[str, str] = {}  # failure message -> tool, to name an uncaught one
-        self.stopped: ProgramFailure | None = None
-
-    # -- loop side -----------------------------------------------------------------------------
-
-    def submit(self, call_id: int, name: str, args: Any) -> None:
-        task: asyncio.Task[Outcome] = asyncio.ensure_future(self.call_tool(name, args))
-        self.calls[call_id] = task
-        task.add_done_callback(lambda t: self._committed(call_id, t))
-
-    def _committed(self, call_id: int, task: asyncio.Task[Outcome]) -> None:
-        self.calls.pop(call_id, None)
-        if not task.cancelled():
-            self.outcomes.put((call_id, task.result()))
-
-    def stop(self, failure: ProgramFailure) -> None:
-        """Kill the worker and wake the driver; the first reason given wins."""
-        if self.stopped is None:
-            self.stopped = failure
-        if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):  # already gone
-                os.kill(self.pid, signal.SIGKILL)
-        self.outcomes.put(_STOP)
-        for task in list(self.calls.values()):
-            task.cancel()
-
-    # -- driver thread -------------------------------------------------------------------------
-
-    def drive(self, code: str, tool_names: Sequence[str]) -> Any:
-        """Run the program to completion; returns its output. Runs in the driver thread."""
-        printer = self.logs.write
-        self.session.feed_run(_prelude(tool_names), skip_type_check=True, print_callback=printer)
-        snap = self.session.feed_start(code, skip_type_check=True, print_callback=printer)
-        sub_calls = 0
-        arrived: dict[int, Any] = {}
-        while not isinstance(snap, monty.MontyComplete):
-            if isinstance(snap, monty.FunctionSnapshot):
-                if snap.is_os_function:
-                    snap = snap.resume_not_handled()
-                elif snap.function_name != HOST_CALL or len(snap.args) != 2:
-                    message = f"name '{snap.function_name}' is not defined"
-                    snap = snap.resume({"exc_type": "NameError", "message": message})
-                else:
-                    sub_calls += 1
-                    if sub_calls > self.budgets.max_sub_calls:
-                        raise _Killed(
-                            ProgramFailure(
-                                "abort",
-                                f"the program made more than {self.budgets.max_sub_calls} "
-                                "tool calls (max_sub_calls)",
-                            )
-                        )
-                    name, args = snap.args
-                    self.loop.call_soon_threadsafe(self.submit, snap.call_id, str(name), args)
-                    snap = snap.resume({"future": ...})
-            elif isinstance(snap, monty.NameLookupSnapshot):
-                snap = snap.resume()
-            elif isinstance(snap, monty.FutureSnapshot):
-                snap = snap.resume(self._committed_results(snap.pending_call_ids, arrived))
-            else:
-                raise _Killed(ProgramFailure("substrate_exit", f"unexpected state {snap!r}"))
-        return snap.output
-
-    def _committed_results(self, pending: list[int], arrived: dict[int, Any]) -> dict[int, Any]:
-        """Block until one of ``pending`` committed; answer every committed one, in order."""
-        wanted = set(pending)
-        if not wanted & arrived.keys():
-            self._take(arrived, block=True)
-            while not wanted & arrived.keys():
-                self._take(arrived, block=True)
-        while self._take(arrived, block=False):
-            pass
-        return {i: arrived.pop(i) for i in sorted(wanted & arrived.keys())}
-
-    def _take(self, arrived: dict[int, Any], *, block: bool) -> bool:
-        try:
-            item = self.outcomes.get(block=block)
-        except queue.Empty:
-            return False
-        if item is _STOP:
-            raise _Killed(self.stopped or ProgramFailure("abort", "the run was stopped"))
-        call_id, outcome = item
-        arrived[call_id] = self._answer(outcome)
-        return True
-
-    def _answer(self, outcome: Outcome) -> Any:
-        if outcome.error is not None:
-            message = outcome.error["message"]
-            self.failures.setdefault(message, outcome.error["tool"])
-            return {"exc_type": "RuntimeError", "message": message}
-        return {"return_value": snapshot(outcome.value)}
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class MontyRuntime:
@@ -263,11 +95,15 @@ class MontyRuntime:
         self._type_check = bool(type_check)
         self._max_workers = max_workers
         self._warm_workers = min(warm_workers, max_workers)
+        self._slots = threading.BoundedSemaphore(max_workers)  # sessions held by runs
         self._checkers = CheckerCache()
         self._pool: monty.Monty | None = None
         self._pool_lock = threading.Lock()  # not asyncio's: a runtime may outlive its loop
-        self._threads = ThreadPoolExecutor(max_workers + 4, thread_name_prefix="toolnexus-monty")
-        self._active: set[_Run] = set()
+        # Drivers wait for a slot inside their own thread, so size this generously: a waiting
+        # thread costs little, and no run's progress depends on another run's thread.
+        self._drivers = ThreadPoolExecutor(max_workers + 16, thread_name_prefix="toolnexus-monty")
+        self._helpers = ThreadPoolExecutor(4, thread_name_prefix="toolnexus-monty-helper")
+        self._active: set[Run] = set()
 
     def __repr__(self) -> str:
         return f"<MontyRuntime {self.budgets}>"
@@ -282,20 +118,23 @@ class MontyRuntime:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.budgets.timeout
         pool = await self._ensure_pool()
-        if self._type_check:
-            problems = await self._in_thread(self._checkers.check, pool, sdk, code)
-            if problems is not None:
-                message = "the program does not type-check against the SDK (nothing ran):\n"
-                return RunReport(failure=ProgramFailure("type_error", message + problems))
-        checkout = pool.checkout(limits=self._limits())
-        session = await self._in_thread(checkout.__enter__)
-        run = _Run(loop, session, call_tool, self.budgets)
+        # The type check runs beside the session checkout and the prelude, not before them.
+        check = (
+            self._helpers.submit(self._checkers.check, pool, sdk, code)
+            if (self._type_check)
+            else None
+        )
+        run = Run(loop, call_tool, self.budgets)
         self._active.add(run)
         try:
-            failure, value = await self._supervise(run, code, tool_names, deadline)
+            self._drivers.submit(
+                run.execute, pool, self._slots, self._limits(), code, list(tool_names), check
+            )
+            failure, value = await self._supervise(run, deadline)
         finally:
             self._active.discard(run)
-            await asyncio.shield(self._release(checkout))
+            for task in list(run.calls.values()):
+                task.cancel()
         return RunReport(value, failure, run.logs.finish())
 
     def prepare(self, sdk: str) -> None:
@@ -306,7 +145,7 @@ class MontyRuntime:
         the model has written its program. Returns at once; never raises.
         """
         if self._type_check:
-            self._threads.submit(self._warm_checker, sdk)
+            self._helpers.submit(self._warm_checker, sdk)
 
     def _warm_checker(self, sdk: str) -> None:
         try:
@@ -325,8 +164,9 @@ class MontyRuntime:
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            await self._in_thread(self._checkers.close)
-            await self._in_thread(pool.__exit__, None, None, None)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._helpers, self._checkers.close)
+            await loop.run_in_executor(self._helpers, pool.__exit__, None, None, None)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -345,7 +185,7 @@ class MontyRuntime:
     async def _ensure_pool(self) -> monty.Monty:
         pool = self._pool
         if pool is None:
-            pool = await self._in_thread(self._start_pool)
+            pool = await asyncio.get_running_loop().run_in_executor(self._helpers, self._start_pool)
         return pool
 
     def _start_pool(self) -> monty.Monty:
@@ -353,47 +193,40 @@ class MontyRuntime:
             if self._pool is None:
                 pool = monty.Monty(
                     min_processes=self._warm_workers,
-                    max_processes=self._max_workers + 2,  # two more for warm type checkers
+                    max_processes=self._max_workers + CheckerCache.SIZE,
                     request_timeout=self.budgets.timeout + 5.0,
                     max_checkouts_per_worker=500,
                 )
                 self._pool = pool.__enter__()
             return self._pool
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._threads, fn, *args)
-
-    async def _release(self, checkout: monty.MontySession) -> None:
+    async def _supervise(self, run: Run, deadline: float) -> tuple[ProgramFailure | None, Any]:
+        """Wait for the run's result; stop it at the deadline or when the caller cancels."""
+        result = asyncio.wrap_future(run.result)
+        result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
         try:
-            await self._in_thread(checkout.__exit__, None, None, None)
-        except Exception:  # a killed worker's session may complain on the way out
-            logger.debug("Monty session exit failed", exc_info=True)
-
-    async def _supervise(
-        self, run: _Run, code: str, tool_names: Sequence[str], deadline: float
-    ) -> tuple[ProgramFailure | None, Any]:
-        """Drive the run in its thread; stop it at the deadline or on cancellation."""
-        driver = asyncio.ensure_future(self._in_thread(run.drive, code, list(tool_names)))
-        try:
-            remaining = max(deadline - run.loop.time(), 0)
-            done, _ = await asyncio.wait({driver}, timeout=remaining)
-            if not done:
-                run.stop(self._timeout_failure())
+            done, _ = await asyncio.wait({result}, timeout=max(deadline - run.loop.time(), 0))
         except asyncio.CancelledError:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
-            await asyncio.gather(driver, return_exceptions=True)
             raise
-        try:
-            output = await driver
-        except _Killed as killed:
-            return run.stopped or killed.failure, None
-        except monty.MontyError as exc:
-            return self._failure(run, exc), None
-        finally:
-            for task in list(run.calls.values()):
-                task.cancel()
+        if not done:
+            run.stop(self._timeout_failure())
+            # give the killed driver a moment to notice, so the logs it captured are complete
+            await asyncio.wait({asyncio.wrap_future(run.finished)}, timeout=STOP_GRACE_SECONDS)
         if run.stopped is not None:
             return run.stopped, None
+        try:
+            output = result.result()
+        except Stopped as stopped:
+            return stopped.failure, None
+        except monty.MontyError as exc:
+            return self._failure(run, exc), None
+        except Exception as exc:  # not the program's doing: say so, with the detail logged
+            logger.exception("the Monty driver failed")
+            return ProgramFailure("substrate_exit", f"the Python sandbox failed: {exc!r}"), None
+        if isinstance(output, TypeProblems):
+            message = "the program does not type-check against the SDK (nothing ran):\n"
+            return ProgramFailure("type_error", message + output.text), None
         problem = json_shape_problem(output)
         if problem:
             return ProgramFailure("invalid_output", problem), None
@@ -404,7 +237,7 @@ class MontyRuntime:
             "timeout", f"the program ran past its {self.budgets.timeout:g} s time budget"
         )
 
-    def _failure(self, run: _Run, exc: monty.MontyError) -> ProgramFailure:
+    def _failure(self, run: Run, exc: monty.MontyError) -> ProgramFailure:
         """Translate a Monty error (the one boundary where they are translated)."""
         if run.stopped is not None:
             return run.stopped

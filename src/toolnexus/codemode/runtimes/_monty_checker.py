@@ -47,6 +47,7 @@ class Checker:
         )
         self._session = self._checkout.__enter__()
         self.checks = 0
+        self.closed = False
         self.lock = threading.Lock()
 
     def check(self, code: str) -> str | None:
@@ -56,36 +57,50 @@ class Checker:
             self._session.feed_run(_wrap(code, self.checks))
         except monty.MontyTypingError as exc:
             return _unwrap_positions(exc.display().strip())
+        except (monty.MontyCrashedError, monty.MontyDisconnectError):
+            raise  # the checker is gone, not the program's fault
         except monty.MontyError as exc:  # a syntax error the checker did not report as typing
             return _unwrap_positions(str(exc))
         return None
 
     def close(self) -> None:
         """Return the worker to the pool."""
+        self.closed = True
         with contextlib.suppress(monty.MontyError):
             self._checkout.__exit__(None, None, None)
 
 
 class CheckerCache:
-    """Warm checkers for the most recently used SDKs (thread-safe)."""
+    """Warm checkers for the most recently used SDKs (thread-safe).
 
-    def __init__(self, size: int = 2) -> None:
+    Never more than :attr:`SIZE` checker sessions exist at once (an old one is closed before a
+    new one is opened), so the pool can always reserve that many workers for them: a run that
+    waits for its check must never wait for a worker that another waiting run holds.
+    """
+
+    SIZE = 2
+
+    def __init__(self, size: int = SIZE) -> None:
         self._size = size
         self._checkers: OrderedDict[str, Checker] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the table
+        self._opening = threading.Lock()  # one checker opens at a time
 
     def check(self, pool: monty.Monty, sdk: str, code: str) -> str | None:
         """Type-check ``code`` against ``sdk``; blocks (run it in a worker thread)."""
-        checker = self._checker(pool, sdk)
-        with checker.lock:
-            try:
-                return checker.check(code)
-            except monty.MontyCrashedError:
-                self._drop(sdk, checker)
-                raise
-            finally:
-                if checker.checks >= MAX_CHECKS_PER_SESSION:
+        while True:
+            checker = self._checker(pool, sdk)
+            with checker.lock:
+                if checker.closed:  # evicted between lookup and lock: take a fresh one
+                    continue
+                try:
+                    return checker.check(code)
+                except monty.MontyCrashedError:
                     self._drop(sdk, checker)
+                    raise
+                finally:
+                    if checker.checks >= MAX_CHECKS_PER_SESSION:
+                        self._drop(sdk, checker)
 
     def close(self) -> None:
         """Close every checker."""
@@ -96,25 +111,22 @@ class CheckerCache:
             checker.close()
 
     def _checker(self, pool: monty.Monty, sdk: str) -> Checker:
-        with self._lock:
-            checker = self._checkers.get(sdk)
-            if checker is not None:
-                self._checkers.move_to_end(sdk)
-                return checker
-        checker = Checker(pool, sdk)
-        evicted: list[Checker] = []
-        with self._lock:
-            raced = self._checkers.get(sdk)
-            if raced is not None:  # another thread built one meanwhile: use it
-                evicted.append(checker)
-                checker = raced
-            self._checkers[sdk] = checker
-            while len(self._checkers) > self._size:
-                evicted.append(self._checkers.popitem(last=False)[1])
-        for old in evicted:
-            with old.lock:
-                old.close()
-        return checker
+        with self._opening:
+            with self._lock:
+                checker = self._checkers.get(sdk)
+                if checker is not None:
+                    self._checkers.move_to_end(sdk)
+                    return checker
+                evicted = []
+                while len(self._checkers) >= self._size:
+                    evicted.append(self._checkers.popitem(last=False)[1])
+            for old in evicted:
+                with old.lock:  # let a check in progress finish first
+                    old.close()
+            checker = Checker(pool, sdk)
+            with self._lock:
+                self._checkers[sdk] = checker
+            return checker
 
     def _drop(self, sdk: str, checker: Checker) -> None:
         with self._lock:

@@ -1,0 +1,259 @@
+"""One Monty run: the driver thread's conversation with the sandbox, and its link to the loop.
+
+The event loop owns the run's sub-call tasks; a driver thread owns the Monty session and the
+logs. They talk through ``loop.call_soon_threadsafe`` (driver → loop: "the program called a
+tool") and a queue (loop → driver: "this call committed", in commit order). The driver's whole
+life (wait for a worker slot, check out a session, feed the prelude, wait for the type check,
+run the program, return the session) happens in its one thread, so no step of a run ever waits
+on a thread another run holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import keyword
+import logging
+import os
+import queue
+import signal
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import pydantic_monty as monty
+
+from toolnexus.codemode._schema_types import python_literal
+from toolnexus.codemode.runtimes._base import (
+    Budgets,
+    LogCapture,
+    ProgramFailure,
+    ToolCaller,
+)
+from toolnexus.scheduling import Outcome, snapshot
+
+__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems"]
+
+logger = logging.getLogger("toolnexus.codemode")
+
+HOST_CALL = "_toolnexus_call"
+"""The one external function the prelude's tool functions call."""
+
+_PRELUDE = """\
+class Tools:
+    def __getitem__(self, name):
+        if name not in _toolnexus_functions:
+            raise KeyError("no tool named " + repr(name))
+        return _toolnexus_functions[name]
+
+def _toolnexus_bind(name):
+    async def call(args=None):
+        return await _toolnexus_call(name, {} if args is None else args)
+    return call
+
+_toolnexus_functions = {name: _toolnexus_bind(name) for name in %(names)s}
+tools = Tools()
+ToolError = RuntimeError
+%(attributes)s
+"""
+
+_STOP = object()
+"""Put on a run's outcome queue to wake a driver that must give up (kill, cancel)."""
+
+
+def _attribute_name(name: str) -> bool:
+    return (
+        name.isidentifier()
+        and name.isascii()
+        and not name.startswith("_")
+        and not (keyword.iskeyword(name))
+    )
+
+
+def prelude(tool_names: Sequence[str]) -> str:
+    """The code fed before the program: ``tools``, one function per name, and ``ToolError``."""
+    names = "[" + ", ".join(python_literal(n) for n in tool_names) + "]"
+    attributes = "\n".join(
+        f"tools.{n} = _toolnexus_functions[{python_literal(n)}]"
+        for n in tool_names
+        if _attribute_name(n)
+    )
+    return _PRELUDE % {"names": names, "attributes": attributes}
+
+
+class Stopped(Exception):
+    """The run was stopped by the host (deadline, cancel, budget); ``failure`` says why."""
+
+    def __init__(self, failure: ProgramFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class TypeProblems:
+    """The run's result when the program did not type-check: nothing ran."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class Run:
+    """One run, shared by the event loop and its driver thread."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, call_tool: ToolCaller, budgets: Budgets
+    ) -> None:
+        self.loop = loop
+        self.call_tool = call_tool
+        self.budgets = budgets
+        self.logs = LogCapture(budgets.max_output)
+        self.result: Future[Any] = Future()  # the program's output, or why there is none
+        self.finished: Future[None] = Future()  # the driver thread is done (session returned)
+        self.calls: dict[int, asyncio.Task[Outcome]] = {}  # loop side only
+        self.failures: dict[str, str] = {}  # failure message -> tool, to name an uncaught one
+        self.stopped: ProgramFailure | None = None
+        self._outcomes: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pid: int | None = None
+        self._lock = threading.Lock()  # pid and stopped: read by both threads
+
+    @property
+    def pid(self) -> int | None:
+        """The worker process serving this run, once it has one."""
+        with self._lock:
+            return self._pid
+
+    # -- loop side -----------------------------------------------------------------------------
+
+    def _submit(self, call_id: int, name: str, args: Any) -> None:
+        task: asyncio.Task[Outcome] = asyncio.ensure_future(self.call_tool(name, args))
+        self.calls[call_id] = task
+        task.add_done_callback(lambda t: self._committed(call_id, t))
+
+    def _committed(self, call_id: int, task: asyncio.Task[Outcome]) -> None:
+        self.calls.pop(call_id, None)
+        if not task.cancelled():
+            self._outcomes.put((call_id, task.result()))
+
+    def stop(self, failure: ProgramFailure) -> None:
+        """Kill the worker (if it has one yet) and wake the driver; the first reason wins."""
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = failure
+            pid = self._pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):  # already gone
+                os.kill(pid, signal.SIGKILL)
+        self._outcomes.put(_STOP)
+        for task in list(self.calls.values()):
+            task.cancel()
+
+    # -- driver thread -------------------------------------------------------------------------
+
+    def execute(
+        self,
+        pool: monty.Monty,
+        slots: threading.Semaphore,
+        limits: monty.ResourceLimits,
+        code: str,
+        tool_names: Sequence[str],
+        check: Future[str | None] | None,
+    ) -> None:
+        """The driver thread's whole job. Never raises: the outcome goes to ``result``."""
+        try:
+            with slots:
+                self._raise_if_stopped()
+                checkout = pool.checkout(limits=limits)
+                session = checkout.__enter__()
+                try:
+                    with self._lock:
+                        self._pid = session.worker_pid
+                    self._raise_if_stopped()  # stopped before the worker was known
+                    self._set(self._run(session, code, tool_names, check))
+                finally:
+                    with contextlib.suppress(Exception):  # a killed worker's session may complain
+                        checkout.__exit__(None, None, None)
+        except BaseException as exc:
+            if not self.result.done():
+                self.result.set_exception(exc)
+        finally:
+            self.finished.set_result(None)
+
+    def _set(self, value: Any) -> None:
+        if not self.result.done():
+            self.result.set_result(value)
+
+    def _raise_if_stopped(self) -> None:
+        with self._lock:
+            stopped = self.stopped
+        if stopped is not None:
+            raise Stopped(stopped)
+
+    def _run(
+        self,
+        session: monty.MontySession,
+        code: str,
+        tool_names: Sequence[str],
+        check: Future[str | None] | None,
+    ) -> Any:
+        printer = self.logs.write
+        session.feed_run(prelude(tool_names), skip_type_check=True, print_callback=printer)
+        problems = check.result() if check is not None else None  # checked meanwhile
+        if problems is not None:
+            return TypeProblems(problems)
+        snap = session.feed_start(code, skip_type_check=True, print_callback=printer)
+        sub_calls = 0
+        arrived: dict[int, Any] = {}
+        while not isinstance(snap, monty.MontyComplete):
+            if isinstance(snap, monty.FunctionSnapshot):
+                if snap.is_os_function:
+                    snap = snap.resume_not_handled()
+                elif snap.function_name != HOST_CALL or len(snap.args) != 2:
+                    message = f"name '{snap.function_name}' is not defined"
+                    snap = snap.resume({"exc_type": "NameError", "message": message})
+                else:
+                    sub_calls += 1
+                    if sub_calls > self.budgets.max_sub_calls:
+                        limit = self.budgets.max_sub_calls
+                        raise Stopped(
+                            ProgramFailure(
+                                "abort",
+                                f"the program made more than {limit} tool calls (max_sub_calls)",
+                            )
+                        )
+                    name, args = snap.args
+                    self.loop.call_soon_threadsafe(self._submit, snap.call_id, str(name), args)
+                    snap = snap.resume({"future": ...})
+            elif isinstance(snap, monty.NameLookupSnapshot):
+                snap = snap.resume()
+            elif isinstance(snap, monty.FutureSnapshot):
+                snap = snap.resume(self._committed_results(snap.pending_call_ids, arrived))
+            else:
+                raise Stopped(ProgramFailure("substrate_exit", f"unexpected state {snap!r}"))
+        return snap.output
+
+    def _committed_results(self, pending: list[int], arrived: dict[int, Any]) -> dict[int, Any]:
+        """Block until one of ``pending`` committed; answer every committed one, in order."""
+        wanted = set(pending)
+        while not wanted & arrived.keys():
+            self._take(arrived, block=True)
+        while self._take(arrived, block=False):
+            pass
+        return {i: arrived.pop(i) for i in sorted(wanted & arrived.keys())}
+
+    def _take(self, arrived: dict[int, Any], *, block: bool) -> bool:
+        try:
+            item = self._outcomes.get(block=block)
+        except queue.Empty:
+            return False
+        if item is _STOP:
+            raise Stopped(self.stopped or ProgramFailure("abort", "the run was stopped"))
+        call_id, outcome = item
+        arrived[call_id] = self._answer(outcome)
+        return True
+
+    def _answer(self, outcome: Outcome) -> Any:
+        if outcome.error is not None:
+            message = outcome.error["message"]
+            self.failures.setdefault(message, outcome.error["tool"])
+            return {"exc_type": "RuntimeError", "message": message}
+        return {"return_value": snapshot(outcome.value)}
