@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from helpers import Probe
+from helpers import Probe, RuntimeFactory
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
 
@@ -30,6 +31,22 @@ async def v8_runtime() -> AsyncIterator[V8Runtime]:
     runtime = V8Runtime(timeout=5)
     yield runtime
     await runtime.aclose()
+
+
+@pytest.fixture(params=["python", "javascript"])
+async def make_runtime(request: pytest.FixtureRequest) -> AsyncIterator[RuntimeFactory]:
+    """Makes runtimes of each language in turn, with the budgets a test asks for."""
+    made: list[CodeRuntime] = []
+
+    def make(**budgets: Any) -> CodeRuntime:
+        runtime_class = MontyRuntime if request.param == "python" else V8Runtime
+        runtime: CodeRuntime = runtime_class(**budgets)
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in made:
+        await runtime.aclose()
 
 
 @pytest.fixture(params=["python", "javascript"])

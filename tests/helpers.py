@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from toolnexus import Tool, ToolHints
+
+if TYPE_CHECKING:
+    from toolnexus.codemode.runtimes import CodeRuntime
 
 
 class Probe:
@@ -71,3 +75,7 @@ async def settle_loop(turns: int = 20) -> None:
     """Let the event loop run ``turns`` iterations."""
     for _ in range(turns):
         await asyncio.sleep(0)
+
+
+RuntimeFactory = Callable[..., "CodeRuntime"]
+"""``make_runtime(**budgets)``: a runtime of the test's language, closed after the test."""

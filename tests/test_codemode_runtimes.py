@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Probe
+from helpers import Probe, RuntimeFactory
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
@@ -150,91 +150,82 @@ async def test_a_result_that_is_not_json_is_invalid_output(runtime: CodeRuntime)
     assert "Set" in out["error"]["message"] or "set" in out["error"]["message"]
 
 
-async def test_a_busy_loop_is_killed_at_the_deadline_and_logs_are_kept() -> None:
-    for runtime in (MontyRuntime(timeout=0.5), V8Runtime(timeout=0.5)):
-        try:
-            code = program(
-                runtime,
-                python='print("before")\nwhile True:\n    pass',
-                javascript='console.log("before"); while (true) {}',
-            )
-            out = await run_program(code, [], runtime=runtime)
-            assert out["error"]["kind"] == "timeout"
-            assert "0.5 s" in out["error"]["message"]
-            assert out["logs"] == ["before"]
-            again = program(runtime, python="1", javascript="return 1")
-            assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
-        finally:
-            await runtime.aclose()
+async def test_a_busy_loop_is_killed_at_the_deadline_and_logs_are_kept(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = make_runtime(timeout=0.5)
+    code = program(
+        runtime,
+        python='print("before")\nwhile True:\n    pass',
+        javascript='console.log("before"); while (true) {}',
+    )
+    out = await run_program(code, [], runtime=runtime)
+    assert out["error"]["kind"] == "timeout"
+    assert "0.5 s" in out["error"]["message"]
+    assert out["logs"] == ["before"]
+    again = program(runtime, python="1", javascript="return 1")
+    assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
 
 
-async def test_a_busy_loop_after_an_await_is_killed_too() -> None:
-    for runtime in (MontyRuntime(timeout=0.5), V8Runtime(timeout=0.5)):
-        try:
-            code = program(
-                runtime,
-                python="await tools.echo({})\nwhile True:\n    pass",
-                javascript="await tools.echo({}); while (true) {}",
-            )
-            out = await run_program(code, [echo_tool()], runtime=runtime)
-            assert out["error"]["kind"] == "timeout"
-            assert out["calls"] == [{"name": "echo", "arguments": {}, "status": "ok"}]
-        finally:
-            await runtime.aclose()
+async def test_a_busy_loop_after_an_await_is_killed_too(make_runtime: RuntimeFactory) -> None:
+    runtime = make_runtime(timeout=0.5)
+    code = program(
+        runtime,
+        python="await tools.echo({})\nwhile True:\n    pass",
+        javascript="await tools.echo({}); while (true) {}",
+    )
+    out = await run_program(code, [echo_tool()], runtime=runtime)
+    assert out["error"]["kind"] == "timeout"
+    assert out["calls"] == [{"name": "echo", "arguments": {}, "status": "ok"}]
 
 
-async def test_waiting_on_tools_counts_against_the_time_budget(probe: Probe) -> None:
+async def test_waiting_on_tools_counts_against_the_time_budget(
+    make_runtime: RuntimeFactory, probe: Probe
+) -> None:
     read = probe.tool("read")
-    for runtime in (MontyRuntime(timeout=0.3), V8Runtime(timeout=0.3)):
-        try:
-            code = program(
-                runtime,
-                python='await tools.read({"gate": "never"})',
-                javascript='await tools.read({gate: "never"})',
-            )
-            out = await run_program(code, [read], runtime=runtime)
-            assert out["error"]["kind"] == "timeout"
-            assert out["calls"][0]["status"] == "abandoned"
-            assert probe.active == set()  # the lane cancelled the call when the run ended
-        finally:
-            await runtime.aclose()
+    runtime = make_runtime(timeout=0.3)
+    code = program(
+        runtime,
+        python='await tools.read({"gate": "never"})',
+        javascript='await tools.read({gate: "never"})',
+    )
+    out = await run_program(code, [read], runtime=runtime)
+    assert out["error"]["kind"] == "timeout"
+    assert out["calls"][0]["status"] == "abandoned"
+    assert probe.active == set()  # the lane cancelled the call when the run ended
 
 
-async def test_output_past_the_budget_is_truncated_and_the_run_succeeds() -> None:
-    for runtime in (MontyRuntime(max_output=100), V8Runtime(max_output=100)):
-        try:
-            code = program(
-                runtime,
-                python='for i in range(1000):\n    print("line", i)\n"done"',
-                javascript='for (let i = 0; i < 1000; i++) console.log("line", i); return "done"',
-            )
-            out = await run_program(code, [], runtime=runtime)
-            assert out["result"] == "done"
-            assert out["logs"][-1].startswith("[toolnexus: output truncated")
-            kept = out["logs"][:-1]
-            assert kept == [f"line {i}" for i in range(len(kept))]
-            assert sum(len(line) + 1 for line in kept) <= 100
-        finally:
-            await runtime.aclose()
+async def test_output_past_the_budget_is_truncated_and_the_run_succeeds(
+    make_runtime: RuntimeFactory,
+) -> None:
+    runtime = make_runtime(max_output=100)
+    code = program(
+        runtime,
+        python='for i in range(1000):\n    print("line", i)\n"done"',
+        javascript='for (let i = 0; i < 1000; i++) console.log("line", i); return "done"',
+    )
+    out = await run_program(code, [], runtime=runtime)
+    assert out["result"] == "done"
+    assert out["logs"][-1].startswith("[toolnexus: output truncated")
+    kept = out["logs"][:-1]
+    assert kept == [f"line {i}" for i in range(len(kept))]
+    assert sum(len(line) + 1 for line in kept) <= 100
 
 
-async def test_sub_call_floods_abort_the_run() -> None:
-    for runtime in (MontyRuntime(max_sub_calls=5), V8Runtime(max_sub_calls=5)):
-        try:
-            code = program(
-                runtime,
-                python="while True:\n    await tools.echo({})",
-                javascript="while (true) await tools.echo({})",
-            )
-            out = await run_program(code, [echo_tool()], runtime=runtime)
-            assert out["error"]["kind"] == "abort"
-            assert "max_sub_calls" in out["error"]["message"]
-            assert [c["status"] for c in out["calls"]] == ["ok"] * 5
-        finally:
-            await runtime.aclose()
+async def test_sub_call_floods_abort_the_run(make_runtime: RuntimeFactory) -> None:
+    runtime = make_runtime(max_sub_calls=5)
+    code = program(
+        runtime,
+        python="while True:\n    await tools.echo({})",
+        javascript="while (true) await tools.echo({})",
+    )
+    out = await run_program(code, [echo_tool()], runtime=runtime)
+    assert out["error"]["kind"] == "abort"
+    assert "max_sub_calls" in out["error"]["message"]
+    assert [c["status"] for c in out["calls"]] == ["ok"] * 5
 
 
-async def test_memory_bombs_abort_and_the_next_run_works() -> None:
+async def test_memory_bombs_abort_and_the_next_run_works(make_runtime: RuntimeFactory) -> None:
     bombs = {
         "python": ['a = []\nwhile True:\n    a.append("x" * 1000000)', 'x = "a" * (10 ** 9)'],
         "javascript": [
@@ -242,19 +233,13 @@ async def test_memory_bombs_abort_and_the_next_run_works() -> None:
             "const a = []; while (true) a.push(new Uint8Array(1e7).fill(1))",
         ],
     }
-    for runtime in (
-        MontyRuntime(max_memory=64 * 2**20, timeout=20),
-        V8Runtime(max_memory=64 * 2**20, timeout=20),
-    ):
-        try:
-            for bomb in bombs[runtime.language]:
-                out = await run_program(bomb, [], runtime=runtime)
-                assert out["error"]["kind"] == "abort", out
-                assert "out of memory" in out["error"]["message"]
-            again = program(runtime, python="1", javascript="return 1")
-            assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
-        finally:
-            await runtime.aclose()
+    runtime = make_runtime(max_memory=64 * 2**20, timeout=20)
+    for bomb in bombs[runtime.language]:
+        out = await run_program(bomb, [], runtime=runtime)
+        assert out["error"]["kind"] == "abort", out
+        assert "out of memory" in out["error"]["message"]
+    again = program(runtime, python="1", javascript="return 1")
+    assert await run_program(again, [], runtime=runtime) == {"result": 1, "logs": []}
 
 
 async def test_deep_recursion_is_an_exception(runtime: CodeRuntime) -> None:

@@ -95,6 +95,9 @@ def await_timeout(explicit: float | None = None) -> float:
     return value
 
 
+_patience = await_timeout  # run_program's parameter of the same name shadows the function
+
+
 def default_runtime(language: str = "python") -> CodeRuntime:
     """The process-wide runtime for ``language`` (``MontyRuntime`` / ``V8Runtime``), shared.
 
@@ -226,7 +229,7 @@ async def run_program(
     """
     chosen = runtime if runtime is not None else default_runtime(language)
     _check_program(code, chosen)
-    patience = globals()["await_timeout"](await_timeout)
+    patience = _patience(await_timeout)
     lang = _LANGUAGE_OF_RUNTIME[chosen.language]
     sdk = render_sdk(lang, filter_tools(tools, policy))
     log = _CallLog()
@@ -288,7 +291,7 @@ def run_code_tool(
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
     sdk = render_sdk(_LANGUAGE_OF_RUNTIME.get(chosen.language, "python"), granted_tools)
     tools_for_run = list(all_tools)
-    patience = globals()["await_timeout"](await_timeout)  # validate now, not mid-conversation
+    patience = _patience(await_timeout)  # validate now, not mid-conversation
     prepare = getattr(chosen, "prepare", None)
     if callable(prepare):  # warm the sandbox while the model writes its program
         prepare(sdk)
