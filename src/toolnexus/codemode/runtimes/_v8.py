@@ -15,11 +15,14 @@ and ``RLIMIT_DATA`` on the child bounds everything else (ArrayBuffers included).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import functools
 import json
 import logging
 import os
 import resource
+import shutil
 import subprocess
 import tempfile
 import weakref
@@ -60,6 +63,15 @@ def _deno_binary() -> str:
             "or pass deno_path=."
         ) from exc
     path: str = find_deno_bin()
+    return path
+
+
+@functools.cache
+def _deno_cache_dir() -> str:
+    """One private ``DENO_DIR`` per host process (Deno caches the compiled host script there),
+    removed at exit: nothing is written to the user's own Deno cache."""
+    path = tempfile.mkdtemp(prefix="toolnexus-deno-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 
@@ -215,7 +227,6 @@ class V8Runtime:
         self._threads = ThreadPoolExecutor(4, thread_name_prefix="toolnexus-deno")
         self._spares: list[Future[_Child]] = []
         self._active: dict[_Child, ProgramFailure | None] = {}
-        self._cache_dir = tempfile.mkdtemp(prefix="toolnexus-deno-")
         self._finalizer = weakref.finalize(self, _finish_all, self._spares)
 
     def __repr__(self) -> str:
@@ -243,6 +254,7 @@ class V8Runtime:
                     "max_output": self.budgets.max_output,
                 }
             )
+            report: RunReport | None = None
             try:
                 async with asyncio.timeout_at(deadline):
                     report = await self._converse(child, call_tool, logs, calls)
@@ -250,7 +262,6 @@ class V8Runtime:
                 self._active[child] = self._active[child] or ProgramFailure(
                     "timeout", f"the program ran past its {self.budgets.timeout:g} s time budget"
                 )
-                report = RunReport()
         finally:
             for task in calls.values():
                 task.cancel()
@@ -258,7 +269,7 @@ class V8Runtime:
             finished = self._retire(child)
         if stopped is not None:
             return RunReport(failure=stopped, logs=logs.finish())
-        if report.failure is None and report.value is _EXITED:
+        if report is None:
             await asyncio.wrap_future(finished)  # it is gone already: quick, and gives stderr
             return RunReport(failure=self._exit_failure(child), logs=logs.finish())
         return RunReport(report.value, report.failure, logs.finish())
@@ -328,7 +339,7 @@ class V8Runtime:
             f"--v8-flags=--max-old-space-size={heap_mb}",
             str(_host_script()),
         ]
-        env = {"DENO_DIR": self._cache_dir, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+        env = {"DENO_DIR": _deno_cache_dir(), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
         return _Child.start(argv, env, self.budgets.max_memory + DATA_HEADROOM)
 
     def _out_of_memory(self) -> ProgramFailure:
@@ -350,7 +361,8 @@ class V8Runtime:
         call_tool: ToolCaller,
         logs: LogCapture,
         calls: dict[int, asyncio.Task[None]],
-    ) -> RunReport:
+    ) -> RunReport | None:
+        """Serve the program's messages until it is done; ``None`` if the process died first."""
         stdout = child.stdout
         sub_calls = 0
         while True:
@@ -363,7 +375,7 @@ class V8Runtime:
                     )
                 )
             if not line:
-                return RunReport(value=_EXITED)
+                return None  # the process is gone: killed, crashed, or out of memory
             try:
                 message = json.loads(line)
             except ValueError:
@@ -390,15 +402,18 @@ class V8Runtime:
                     self._call(child, call_tool, call_id, message.get("name"), message.get("args"))
                 )
             elif kind == "done":
-                if message.get("ok"):
-                    return RunReport(value=snapshot(message.get("value")))
-                failure_kind: FailureKind = (
-                    "invalid_output" if message.get("kind") == "invalid_output" else "exception"
-                )
-                text = str(message.get("message", ""))
-                if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
-                    return RunReport(failure=self._out_of_memory())
-                return RunReport(failure=ProgramFailure(failure_kind, text))
+                return self._done(message)
+
+    def _done(self, message: dict[str, Any]) -> RunReport:
+        if message.get("ok"):
+            return RunReport(value=snapshot(message.get("value")))
+        kind: FailureKind = (
+            "invalid_output" if message.get("kind") == "invalid_output" else "exception"
+        )
+        text = str(message.get("message", ""))
+        if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
+            return RunReport(failure=self._out_of_memory())
+        return RunReport(failure=ProgramFailure(kind, text))
 
     async def _call(
         self, child: _Child, call_tool: ToolCaller, call_id: Any, name: Any, args: Any
@@ -409,7 +424,3 @@ class V8Runtime:
         else:
             reply = {"t": "result", "id": call_id, "ok": True, "value": snapshot(outcome.value)}
         await child.send(reply)
-
-
-_EXITED: Any = object()
-"""Marks a conversation that ended because the process did (killed, crashed, out of memory)."""
