@@ -111,10 +111,14 @@ def _render_python(tools: list[Tool]) -> str:
         arg_type = types.expr(t.input_schema, pascal(t.name) + "Args")
         default = " = ..." if _optional_args(t) else ""
         signature = f"(self, args: {arg_type}{default}, /) -> Any: ..."
-        methods.append(f"    # tools[{python_literal(t.name)}]")
+        attribute = is_identifier(t.name, python=True)
+        if methods:
+            methods.append("")
+        if not attribute:  # reachable by name only: say how, above its description
+            methods.append(f"    # tools[{python_literal(t.name)}]({arg_type})")
         methods.extend(safe_comment(t.description, "    # ") if t.description else [])
         methods.extend(_property_comments(t, "    # "))
-        if is_identifier(t.name, python=True):
+        if attribute:
             methods.append(f"    async def {t.name}{signature}")
         items.append(
             f"    def __getitem__(self, name: Literal[{python_literal(t.name)}]) -> "
@@ -131,7 +135,6 @@ def _render_python(tools: list[Tool]) -> str:
         "class Tools:",
         *methods,
         *_getitem_overloads(items),
-        "    pass",
         "",
         "tools: Tools",
         "",
