@@ -241,16 +241,18 @@ async def test_hooks_run_around_every_sub_call(monty_runtime: MontyRuntime) -> N
     ]
 
 
-async def test_await_timeout_cancels_the_run_and_reports_timeout(
-    monty_runtime: MontyRuntime, probe: Probe
-) -> None:
-    out = await run_program(
-        "await tools.slow({'gate': 'never'})",
-        [probe.tool("slow")],
-        runtime=monty_runtime,
-        await_timeout=0.3,
+async def test_await_timeout_stops_the_run_and_keeps_its_logs(runtime: Any, probe: Probe) -> None:
+    code = (
+        "print('started')\nawait tools.slow({'gate': 'never'})"
+        if runtime.language == "python"
+        else "console.log('started'); await tools.slow({gate: 'never'})"
     )
-    assert out["error"] == {"kind": "timeout", "message": "the run took longer than 0.3 s"}
+    out = await run_program(code, [probe.tool("slow")], runtime=runtime, await_timeout=0.3)
+    assert out["logs"] == ["started"]
+    assert out["error"] == {
+        "kind": "timeout",
+        "message": "the run took longer than 0.3 s (the caller's await_timeout)",
+    }
     assert out["calls"] == [{"name": "slow", "arguments": {"gate": "never"}, "status": "abandoned"}]
     assert probe.active == set()
 
@@ -394,3 +396,24 @@ async def test_invalid_sub_call_arguments_fail_with_field_messages(
     assert "invalid arguments for tool 'add'" in out["result"]
     assert "a:" in out["result"] and "b:" in out["result"]
     _ = asyncio
+
+
+async def test_a_runtime_that_ignores_patience_is_cut_off_anyway(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Stubborn:
+        language = "python"
+
+        async def run(self, code: str, **kwargs: Any) -> Any:
+            await asyncio.sleep(30)
+
+    monkeypatch.setattr(_run_code, "PATIENCE_GRACE_SECONDS", 0.05)
+    out = await run_program("1", [add], runtime=Stubborn(), await_timeout=0.05)  # type: ignore[arg-type]
+    assert out == {
+        "error": {
+            "kind": "timeout",
+            "message": "the run took longer than 0.05 s (the caller's await_timeout)",
+        },
+        "logs": [],
+        "calls": [],
+    }

@@ -51,6 +51,8 @@ logger = logging.getLogger("toolnexus.codemode")
 ENV_CODE_RUN_TIMEOUT = "TOOLNEXUS_CODE_RUN_TIMEOUT"
 DEFAULT_AWAIT_TIMEOUT = 120.0
 MAX_FAILURE_CHARS = 4000
+PATIENCE_GRACE_SECONDS = 5.0
+"""How long past ``await_timeout`` to wait for a runtime that does not stop its run itself."""
 
 RUN_CODE_BASE_DESCRIPTION = (
     "Run a program that calls tools as functions: loops, branches and fan-out in one step, "
@@ -245,17 +247,23 @@ async def run_program(
     try:
         binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
         call_tool = _tool_caller({b.name: b for b in binds}, log)
-        run = chosen.run(code, tool_names=[b.name for b in binds], call_tool=call_tool, sdk=sdk)
+        run = chosen.run(
+            code,
+            tool_names=[b.name for b in binds],
+            call_tool=call_tool,
+            sdk=sdk,
+            patience=patience,
+        )
         report: RunReport | None
-        try:
-            report = await asyncio.wait_for(run, patience)
+        try:  # the runtime honours patience itself; this only guards against one that does not
+            report = await asyncio.wait_for(run, patience + PATIENCE_GRACE_SECONDS)
         except TimeoutError:
             report = None
     finally:
         await lane.stop()
     if report is None:
-        failure = {"kind": "timeout", "message": f"the run took longer than {patience:g} s"}
-        return {"error": failure, "logs": [], "calls": log.entries}
+        message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
+        return {"error": {"kind": "timeout", "message": message}, "logs": [], "calls": log.entries}
     if report.failure is None:
         return {"result": report.value, "logs": report.logs}
     failure = {"kind": report.failure.kind, "message": _clamp(report.failure.message)}

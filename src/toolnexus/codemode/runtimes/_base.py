@@ -26,7 +26,9 @@ __all__ = [
     "ProgramFailure",
     "RunReport",
     "ToolCaller",
+    "budget_timeout",
     "json_shape_problem",
+    "time_limit",
 ]
 
 FailureKind = Literal[
@@ -78,6 +80,23 @@ class Budgets:
         _positive("max_sub_calls", self.max_sub_calls, integer=True)
 
 
+def time_limit(budgets: Budgets, patience: float | None) -> tuple[float, ProgramFailure]:
+    """How long a run may take, and the failure to report when it takes longer.
+
+    The runtime's budget, or the caller's patience when that is shorter (a caller may shorten
+    a run, never extend it).
+    """
+    if patience is not None and patience < budgets.timeout:
+        message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
+        return patience, ProgramFailure("timeout", message)
+    return budgets.timeout, budget_timeout(budgets)
+
+
+def budget_timeout(budgets: Budgets) -> ProgramFailure:
+    """The failure of a run that ran past the runtime's own time budget."""
+    return ProgramFailure("timeout", f"the program ran past its {budgets.timeout:g} s time budget")
+
+
 @dataclass(frozen=True)
 class ProgramFailure:
     """Why a run failed: one of the failure kinds and a message for the model."""
@@ -109,13 +128,21 @@ class CodeRuntime(Protocol):
     budgets: Budgets
 
     async def run(
-        self, code: str, *, tool_names: Sequence[str], call_tool: ToolCaller, sdk: str
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: ToolCaller,
+        sdk: str,
+        patience: float | None = None,
     ) -> RunReport:
         """Run ``code`` to the end and report; never raises for anything the program does.
 
         ``tool_names`` are every binding (granted and stubbed); ``sdk`` is the declaration the
-        program was written against (the Python runtime type-checks against it). Cancelling the
-        awaiting task kills the program.
+        program was written against (the Python runtime type-checks against it). ``patience``
+        (seconds) may shorten the time budget for this run, never extend it; the run is then
+        stopped and reported as ``timeout`` with its logs so far. Cancelling the awaiting task
+        kills the program.
         """
         ...
 

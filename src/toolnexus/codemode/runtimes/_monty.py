@@ -30,7 +30,9 @@ from toolnexus.codemode.runtimes._base import (
     ProgramFailure,
     RunReport,
     ToolCaller,
+    budget_timeout,
     json_shape_problem,
+    time_limit,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
 from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems
@@ -109,14 +111,21 @@ class MontyRuntime:
         return f"<MontyRuntime {self.budgets}>"
 
     async def run(
-        self, code: str, *, tool_names: Sequence[str], call_tool: ToolCaller, sdk: str
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: ToolCaller,
+        sdk: str,
+        patience: float | None = None,
     ) -> RunReport:
         """Run one Python program; see :class:`~toolnexus.codemode.runtimes.CodeRuntime`.
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.budgets.timeout
+        limit, late = time_limit(self.budgets, patience)
+        deadline = loop.time() + limit
         pool = await self._ensure_pool()
         # The type check runs beside the session checkout and the prelude, not before them.
         check = (
@@ -130,7 +139,7 @@ class MontyRuntime:
             self._drivers.submit(
                 run.execute, pool, self._slots, self._limits(), code, list(tool_names), check
             )
-            failure, value = await self._supervise(run, deadline)
+            failure, value = await self._supervise(run, deadline, late)
         finally:
             self._active.discard(run)
             for task in list(run.calls.values()):
@@ -200,7 +209,9 @@ class MontyRuntime:
                 self._pool = pool.__enter__()
             return self._pool
 
-    async def _supervise(self, run: Run, deadline: float) -> tuple[ProgramFailure | None, Any]:
+    async def _supervise(
+        self, run: Run, deadline: float, late: ProgramFailure
+    ) -> tuple[ProgramFailure | None, Any]:
         """Wait for the run's result; stop it at the deadline or when the caller cancels."""
         result = asyncio.wrap_future(run.result)
         result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
@@ -210,7 +221,7 @@ class MontyRuntime:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
             raise
         if not done:
-            run.stop(self._timeout_failure())
+            run.stop(late)
             # give the killed driver a moment to notice, so the logs it captured are complete
             await asyncio.wait({asyncio.wrap_future(run.finished)}, timeout=STOP_GRACE_SECONDS)
         if run.stopped is not None:
@@ -232,18 +243,13 @@ class MontyRuntime:
             return ProgramFailure("invalid_output", problem), None
         return None, snapshot(output)
 
-    def _timeout_failure(self) -> ProgramFailure:
-        return ProgramFailure(
-            "timeout", f"the program ran past its {self.budgets.timeout:g} s time budget"
-        )
-
     def _failure(self, run: Run, exc: monty.MontyError) -> ProgramFailure:
         """Translate a Monty error (the one boundary where they are translated)."""
         if run.stopped is not None:
             return run.stopped
         if isinstance(exc, monty.MontyCrashedError):
             if exc.timed_out:
-                return self._timeout_failure()
+                return budget_timeout(self.budgets)
             return ProgramFailure("substrate_exit", f"the Python sandbox process died: {exc}")
         if isinstance(exc, monty.MontySyntaxError):
             return ProgramFailure("exception", exc.display("type-msg"))
@@ -255,7 +261,7 @@ class MontyRuntime:
             limit = self.budgets.max_memory
             return ProgramFailure("abort", f"the program ran out of memory (limit {limit} bytes)")
         if kind == "TimeoutError" and "limit" in message.lower():
-            return self._timeout_failure()
+            return budget_timeout(self.budgets)
         if kind == "RuntimeError" and message in run.failures:
             return ProgramFailure("exception", f"tool '{run.failures[message]}' failed: {message}")
         return ProgramFailure("exception", exc.display("traceback"))

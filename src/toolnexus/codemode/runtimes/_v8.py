@@ -39,6 +39,7 @@ from toolnexus.codemode.runtimes._base import (
     ProgramFailure,
     RunReport,
     ToolCaller,
+    time_limit,
 )
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, snapshot
@@ -233,14 +234,21 @@ class V8Runtime:
         return f"<V8Runtime {self.budgets}>"
 
     async def run(
-        self, code: str, *, tool_names: Sequence[str], call_tool: ToolCaller, sdk: str
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: ToolCaller,
+        sdk: str,
+        patience: float | None = None,
     ) -> RunReport:
         """Run one JavaScript program; see :class:`~toolnexus.codemode.runtimes.CodeRuntime`.
 
         Cancelling the awaiting task kills the process.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.budgets.timeout
+        limit, late = time_limit(self.budgets, patience)
+        deadline = loop.time() + limit
         logs = LogCapture(self.budgets.max_output)
         child = await self._take_child()
         self._active[child] = None
@@ -259,9 +267,7 @@ class V8Runtime:
                 async with asyncio.timeout_at(deadline):
                     report = await self._converse(child, call_tool, logs, calls)
             except TimeoutError:
-                self._active[child] = self._active[child] or ProgramFailure(
-                    "timeout", f"the program ran past its {self.budgets.timeout:g} s time budget"
-                )
+                self._active[child] = self._active[child] or late
         finally:
             for task in calls.values():
                 task.cancel()
