@@ -333,8 +333,19 @@ async def test_run_code_uses_the_session_and_call_id_of_its_context(
     session = Session()
     built = run_code_tool([add], runtime=monty_runtime)
     ctx = RunContext(session=session, call_id="toolu_1")
-    await built.invoke({"code": "await tools.add({'a': 2, 'b': 3})", "description": "add"}, ctx)
-    assert [e.data["id"] for e in session.events] == ["toolu_1:code:1"]
+    await built.invoke(
+        {"code": "await tools.add({'a': 2, 'b': 3})", "description": " Add two numbers. "}, ctx
+    )
+    assert [(e.type, e.data["id"]) for e in session.events] == [
+        ("code_run", "toolu_1"),
+        ("tool_call", "toolu_1:code:1"),
+    ]
+    assert session.events[0].data == {
+        "id": "toolu_1",
+        "language": "python",
+        "description": "Add two numbers.",
+    }
+    assert session.messages() == []
 
 
 # -- what the model sees -------------------------------------------------------------------------

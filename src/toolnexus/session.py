@@ -39,7 +39,15 @@ SURFACE_TYPES: dict[str, str] = {
 """Surface event types and the message role each projects to."""
 
 BOOKKEEPING_TYPES = frozenset(
-    {"tool_call", "turn_start", "turn_end", "step_start", "step_end", "request_header"}
+    {
+        "code_run",
+        "tool_call",
+        "turn_start",
+        "turn_end",
+        "step_start",
+        "step_end",
+        "request_header",
+    }
 )
 """The bookkeeping event types toolnexus itself writes. Any other non-surface type is allowed."""
 

@@ -199,6 +199,7 @@ async def run_program(
     call_id: str | None = None,
     deps: Any = None,
     await_timeout: float | None = None,
+    description: str | None = None,
 ) -> dict[str, Any]:
     """Run one program exactly as the ``run_code`` tool does, and return its output.
 
@@ -216,6 +217,8 @@ async def run_program(
         call_id: The model's tool-call id, stamped into the audit events' ids.
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
         await_timeout: The caller's patience in seconds (see :func:`await_timeout`).
+        description: What the program does, in one sentence; with a ``session``, logged as a
+            bookkeeping ``code_run`` event ahead of the run's ``tool_call`` events.
 
     Returns:
         ``{"result": value, "logs": [...]}``, or ``{"error": {"kind", "message"}, "logs": [...],
@@ -244,6 +247,8 @@ async def run_program(
         call_id=call_id,
     )
     lane = Scheduler(direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id)
+    if session is not None and description is not None:
+        session.log_event("code_run", {"id": call_id, "language": lang, "description": description})
     try:
         binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
         call_tool = _tool_caller({b.name: b for b in binds}, log)
@@ -324,6 +329,7 @@ def run_code_tool(
             call_id=run_ctx.call_id,
             deps=run_ctx.deps,
             await_timeout=patience,
+            description=description.strip(),
         )
         return ToolResult(output=out, is_error="error" in out)
 
