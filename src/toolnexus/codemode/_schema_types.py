@@ -19,8 +19,8 @@ __all__ = [
     "MAX_DEPTH",
     "PythonTypes",
     "TypeScriptTypes",
-    "is_identifier",
     "pascal",
+    "python_attribute",
     "python_literal",
     "safe_comment",
     "string_literal",
@@ -59,71 +59,19 @@ def safe_comment(text: str, prefix: str) -> list[str]:
     return [(prefix + _UNPRINTABLE.sub(" ", line)).rstrip() for line in lines]
 
 
-def is_identifier(name: str, *, python: bool) -> bool:
-    """Whether ``name`` can be written as ``tools.name`` in the SDK's language."""
-    if python:
-        return (
-            name.isidentifier()
-            and name.isascii()
-            and not keyword.iskeyword(name)
-            and not (name.startswith("_"))
-        )
-    return re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", name) is not None and name not in _JS_RESERVED
+def python_attribute(name: str) -> bool:
+    """Whether ``name`` can be written as ``tools.name`` in Python.
 
-
-_JS_RESERVED = frozenset(
-    [
-        "break",
-        "case",
-        "catch",
-        "class",
-        "const",
-        "continue",
-        "debugger",
-        "default",
-        "delete",
-        "do",
-        "else",
-        "export",
-        "extends",
-        "false",
-        "finally",
-        "for",
-        "function",
-        "if",
-        "import",
-        "in",
-        "instanceof",
-        "new",
-        "null",
-        "return",
-        "super",
-        "switch",
-        "this",
-        "throw",
-        "true",
-        "try",
-        "typeof",
-        "var",
-        "void",
-        "while",
-        "with",
-        "yield",
-        "let",
-        "static",
-        "enum",
-        "await",
-        "implements",
-        "package",
-        "protected",
-        "interface",
-        "private",
-        "public",
-        "constructor",
-        "prototype",
-        "__proto__",
-    ]
-)
+    ASCII identifiers that are not keywords and do not start with an underscore (which keeps
+    every tool clear of the ``Tools`` class's own dunder methods). Every other name is reachable
+    as ``tools["name"]``. The JavaScript SDK quotes every name, so it needs no such test.
+    """
+    return (
+        name.isidentifier()
+        and name.isascii()
+        and not keyword.iskeyword(name)
+        and not name.startswith("_")
+    )
 
 
 def string_literal(value: str) -> str:
@@ -214,11 +162,9 @@ class _Types:
             return self.any_type if lit is None else self.literal_union([lit])
         kinds = _type_list(node)
         if kinds is None:
-            return (
-                self.any_type
-                if "type" in node or not node.get("properties")
-                else (self.object(node, path, depth))
-            )
+            if "type" not in node and node.get("properties"):  # an object that forgot its type
+                return self.object(node, path, depth)
+            return self.any_type
         parts = [self.single(node, kind, path, depth) for kind in kinds]
         return _union(parts, self.any_type)
 
@@ -256,7 +202,7 @@ class _Types:
         if not isinstance(props, Mapping):
             return []
         required = node.get("required")
-        names = set(required) if isinstance(required, list) else set()
+        names = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         return [(str(k), props[k], k in names) for k in sorted(props, key=str)]
 
     # spelled by subclasses

@@ -22,8 +22,8 @@ from typing import Literal, get_args
 from toolnexus.codemode._schema_types import (
     PythonTypes,
     TypeScriptTypes,
-    is_identifier,
     pascal,
+    python_attribute,
     python_literal,
     safe_comment,
     string_literal,
@@ -111,7 +111,7 @@ def _render_python(tools: list[Tool]) -> str:
         arg_type = types.expr(t.input_schema, pascal(t.name) + "Args")
         default = " = ..." if _optional_args(t) else ""
         signature = f"(self, args: {arg_type}{default}, /) -> Any: ..."
-        attribute = is_identifier(t.name, python=True)
+        attribute = python_attribute(t.name)
         if methods:
             methods.append("")
         if not attribute:  # reachable by name only: say how, above its description

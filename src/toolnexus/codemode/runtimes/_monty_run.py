@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import keyword
 import logging
 import os
 import queue
@@ -24,7 +23,7 @@ from typing import Any
 
 import pydantic_monty as monty
 
-from toolnexus.codemode._schema_types import python_literal
+from toolnexus.codemode._schema_types import python_attribute, python_literal
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     LogCapture,
@@ -62,22 +61,13 @@ _STOP = object()
 """Put on a run's outcome queue to wake a driver that must give up (kill, cancel)."""
 
 
-def _attribute_name(name: str) -> bool:
-    return (
-        name.isidentifier()
-        and name.isascii()
-        and not name.startswith("_")
-        and not (keyword.iskeyword(name))
-    )
-
-
 def prelude(tool_names: Sequence[str]) -> str:
     """The code fed before the program: ``tools``, one function per name, and ``ToolError``."""
     names = "[" + ", ".join(python_literal(n) for n in tool_names) + "]"
     attributes = "\n".join(
         f"tools.{n} = _toolnexus_functions[{python_literal(n)}]"
         for n in tool_names
-        if _attribute_name(n)
+        if python_attribute(n)
     )
     return _PRELUDE % {"names": names, "attributes": attributes}
 
