@@ -100,7 +100,8 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
 
     This is what a run's scheduler lane dispatches to, so a program's sub-calls get exactly the
     approval and hooks a model's direct calls get. ``run_ctx`` is a :class:`RunContext`; any
-    other object is passed to the tool as its context, with no hooks and no approval handler.
+    other object becomes the ``deps`` of a fresh one (no hooks, no approval handler). Tools that
+    take a ``ctx`` parameter receive the :class:`RunContext`.
     """
     ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
     refusal = await _approved(tool, args, ctx)
