@@ -115,14 +115,13 @@ class Run:
     # -- loop side -----------------------------------------------------------------------------
 
     def _submit(self, call_id: int, name: str, args: Any) -> None:
-        task: asyncio.Task[Outcome] = asyncio.ensure_future(self.call_tool(name, args))
-        self.calls[call_id] = task
-        task.add_done_callback(lambda t: self._committed(call_id, t))
+        self.calls[call_id] = asyncio.ensure_future(self._call(call_id, name, args))
 
-    def _committed(self, call_id: int, task: asyncio.Task[Outcome]) -> None:
+    async def _call(self, call_id: int, name: str, args: Any) -> Outcome:
+        outcome = await self.call_tool(name, args)
         self.calls.pop(call_id, None)
-        if not task.cancelled():
-            self._outcomes.put((call_id, task.result()))
+        self._outcomes.put((call_id, outcome))  # straight to the driver, no extra loop turn
+        return outcome
 
     def stop(self, failure: ProgramFailure) -> None:
         """Kill the worker (if it has one yet) and wake the driver; the first reason wins."""
