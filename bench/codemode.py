@@ -97,7 +97,7 @@ async def bench_runtime(make: Any, calls: int, warm_runs: int) -> None:
         with_calls: list[float] = []
         without: list[float] = []
         direct: list[float] = []
-        for _ in range(5):
+        for _ in range(9):  # interleaved, medians: the machine's noise hits all three alike
             with_calls.append(await _timed(programs["calls"].format(n=calls), runtime, [NOOP]))
             without.append(await _timed(programs["empty"].format(n=calls), runtime, [NOOP]))
             direct.append(await _direct(calls))
