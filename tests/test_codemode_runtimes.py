@@ -223,6 +223,10 @@ async def test_sub_call_floods_abort_the_run(make_runtime: RuntimeFactory) -> No
     assert out["error"]["kind"] == "abort"
     assert "max_sub_calls" in out["error"]["message"]
     assert [c["status"] for c in out["calls"]] == ["ok"] * 5
+    again = program(
+        runtime, python="await tools.echo({})", javascript="return await tools.echo({})"
+    )
+    assert (await run_program(again, [echo_tool()], runtime=runtime))["result"] == {"echo": {}}
 
 
 async def test_memory_bombs_abort_and_the_next_run_works(make_runtime: RuntimeFactory) -> None:
@@ -251,6 +255,8 @@ async def test_deep_recursion_is_an_exception(runtime: CodeRuntime) -> None:
     out = await run_program(code, [], runtime=runtime)
     assert out["error"]["kind"] == "exception"
     assert "Recursion" in out["error"]["message"] or "call stack" in out["error"]["message"]
+    again = program(runtime, python="5", javascript="return 5")
+    assert await run_program(again, [], runtime=runtime) == {"result": 5, "logs": []}
 
 
 async def test_concurrent_runs_never_see_each_others_tools_or_logs(runtime: CodeRuntime) -> None:
