@@ -144,3 +144,24 @@ async def test_an_approval_handler_that_raises_refuses_the_call() -> None:
 def test_tool_hooks_validate() -> None:
     with pytest.raises(ConfigurationError, match="ToolHooks before must hold callables"):
         ToolHooks(before=["nope"])  # type: ignore[list-item]
+
+
+async def test_a_before_hook_may_answer_the_call_itself() -> None:
+    ran: list[str] = []
+
+    def execute(args: dict[str, Any]) -> str:
+        ran.append("ran")
+        return "real"
+
+    t = Tool("t", "", {"type": "object"}, execute=execute)
+    seen: list[Any] = []
+
+    def cached(name: str, args: Any, ctx: Any) -> Outcome:
+        return Outcome(value="cached")
+
+    def after(name: str, args: Any, outcome: Outcome, ctx: Any) -> None:
+        seen.append(outcome.value)
+
+    ctx = RunContext(hooks=ToolHooks(before=[cached], after=[after]))
+    assert await direct_dispatch(t, {}, ctx) == Outcome(value="cached")
+    assert ran == [] and seen == ["cached"]

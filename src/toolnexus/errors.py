@@ -6,6 +6,7 @@ The tree::
     ├── ConfigurationError (ValueError) a bad option, raised where it is given, before work starts
     ├── ToolArgumentsError (ValueError) arguments that do not match a tool's input schema
     ├── SessionError (ValueError)       an event the session log refuses (type or data)
+    ├── ProviderError                   a model endpoint refused or failed a request
     └── ToolError                       a failed tool call, as a program or caller sees it
 
 Exceptions are for the host developer. What a model-written program sees of a failure is kept
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "ProviderError",
     "SessionError",
     "ToolArgumentsError",
     "ToolError",
@@ -54,6 +56,23 @@ class ToolArgumentsError(ToolnexusError, ValueError):
 
 class SessionError(ToolnexusError, ValueError):
     """The session log refused an event (a surface type given to ``log_event``, bad data)."""
+
+
+class ProviderError(ToolnexusError):
+    """A model endpoint refused or failed a request, after the SDK's own retries.
+
+    Attributes:
+        status: The HTTP status, or ``None`` when there was no response (connection refused,
+            timeout).
+        message: What the provider said (or what went wrong reaching it), with the fix when
+            there is an obvious one (which API key variable to set, which URL was tried).
+    """
+
+    def __init__(self, status: int | None, message: str) -> None:
+        self.status = status
+        self.message = message
+        prefix = f"HTTP {status}: " if status is not None else ""
+        super().__init__(prefix + message)
 
 
 class ToolError(ToolnexusError):

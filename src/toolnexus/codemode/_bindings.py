@@ -17,7 +17,7 @@ from toolnexus.codemode._policy import PermissionPolicy
 from toolnexus.scheduling import Outcome
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.session import Session
-from toolnexus.tools import Tool
+from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._hooks import ToolHooks, maybe_await
 
 __all__ = [
@@ -96,7 +96,8 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     after-hooks. Never raises (cancellation aside); every failure is an error ``Outcome``.
 
     A call the approval handler refuses runs nothing, hooks included. A before-hook that raises
-    refuses the call: the tool does not run, and the after-hooks see the refusal.
+    refuses the call, and one that returns an ``Outcome`` or ``ToolResult`` answers it: either
+    way the tool does not run, and the after-hooks see the result.
 
     This is what a run's scheduler lane dispatches to, so a program's sub-calls get exactly the
     approval and hooks a model's direct calls get. ``run_ctx`` is a :class:`RunContext`; any
@@ -114,6 +115,9 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
             replacement = await maybe_await(before(tool.name, args, ctx))
             if isinstance(replacement, dict):
                 args = replacement
+            elif isinstance(replacement, (Outcome, ToolResult)):  # answered: the tool is skipped
+                outcome = outcome_from_value(tool.name, replacement)
+                break
     except Exception as exc:  # a refusal: the tool does not run, after-hooks still see it
         outcome = outcome_from_exception(tool.name, exc)
     if outcome is None:

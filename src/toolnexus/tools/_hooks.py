@@ -14,8 +14,9 @@ __all__ = ["AfterHook", "BeforeHook", "ToolHooks", "maybe_await"]
 BeforeHook = Callable[[str, dict[str, Any], Any], Any]
 """``before(tool_name, args, run_ctx)``, sync or async.
 
-Return ``None`` to let the call go on, or a dict to replace its arguments; raise to refuse the
-call (the exception's message becomes the call's failure message; the tool never runs).
+Return ``None`` to let the call go on, a dict to replace its arguments, or an ``Outcome`` /
+``ToolResult`` to answer the call yourself (the tool does not run); raise to refuse the call (the
+exception's message becomes the call's failure message; the tool never runs).
 """
 
 AfterHook = Callable[[str, dict[str, Any], Any, Any], Any]

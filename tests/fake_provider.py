@@ -1,0 +1,228 @@
+"""A model endpoint on 127.0.0.1 for tests: OpenAI Chat Completions and Anthropic Messages,
+JSON and SSE, replaying scripted turns. The official SDKs talk to it over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Turn:
+    """One scripted model response.
+
+    Attributes:
+        text: The assistant's text.
+        calls: ``(id, name, arguments)`` per tool call; arguments are sent verbatim when a str
+            (so a test can send broken JSON), as JSON otherwise.
+        status: Answer with this HTTP error status instead (body ``{"error": ...}``).
+        raw: Answer 200 with this body verbatim (a malformed response).
+        hold_after_first_call: While streaming, wait for this event after the first call's
+            arguments are complete and before sending the rest of the response.
+    """
+
+    text: str = ""
+    calls: list[tuple[str, str, Any]] = field(default_factory=list)
+    status: int | None = None
+    raw: str | None = None
+    hold_after_first_call: threading.Event | None = None
+
+
+def _arguments(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+class FakeProvider:
+    """Scripted endpoint. ``script(*turns)`` queues responses; ``requests`` records bodies."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                provider.requests.append(body)
+                provider.paths.append(self.path)
+                provider.headers.append(dict(self.headers))
+                turn = provider.turns.pop(0) if provider.turns else Turn(text="(no more turns)")
+                anthropic = self.path.endswith("/messages")
+                if turn.status is not None:
+                    error = {"error": {"type": "error", "message": f"scripted {turn.status}"}}
+                    if anthropic:
+                        error = {"type": "error", "error": {"type": "api_error", "message": f"scripted {turn.status}"}}
+                    self._send(turn.status, json.dumps(error))
+                elif turn.raw is not None:
+                    self._send(200, turn.raw)
+                elif body.get("stream"):
+                    self._stream(turn, anthropic, body)
+                else:
+                    reply = _anthropic_json(turn, body) if anthropic else _openai_json(turn, body)
+                    self._send(200, json.dumps(reply))
+
+            def _send(self, status: int, text: str) -> None:
+                data = text.encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, turn: Turn, anthropic: bool, body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                events = _anthropic_events(turn, body) if anthropic else _openai_events(turn, body)
+                for event in events:
+                    if event is _HOLD:
+                        assert turn.hold_after_first_call is not None
+                        turn.hold_after_first_call.wait(10)
+                        continue
+                    self.wfile.write(event.encode())
+                    self.wfile.flush()
+                self.close_connection = True
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def script(self, *turns: Turn) -> None:
+        self.turns.extend(turns)
+
+    def start(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+_HOLD = object()
+USAGE_IN, USAGE_OUT = 11, 7
+
+
+def _openai_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+    if turn.calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": _arguments(a)}}
+            for cid, name, a in turn.calls
+        ]
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "m"),
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}
+        ],
+        "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": USAGE_OUT, "total_tokens": USAGE_IN + USAGE_OUT},
+    }
+
+
+def _sse(data: dict[str, Any], event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n"
+
+
+def _openai_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _sse({
+            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+            "model": body.get("model", "m"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+
+    def start(index: int) -> str:
+        cid, name, _ = turn.calls[index]
+        return chunk({"tool_calls": [{"index": index, "id": cid, "type": "function",
+                                      "function": {"name": name, "arguments": ""}}]})
+
+    events: list[Any] = [chunk({"role": "assistant", "content": ""})]
+    for piece in (turn.text[i : i + 5] for i in range(0, len(turn.text), 5)):
+        events.append(chunk({"content": piece}))
+    started: set[int] = set()
+    for index, (_, _, args) in enumerate(turn.calls):
+        if index not in started:
+            events.append(start(index))
+        text = _arguments(args)
+        for piece in (text[i : i + 7] for i in range(0, len(text), 7)):
+            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        if index == 0 and turn.hold_after_first_call is not None and len(turn.calls) > 1:
+            # a call's arguments are complete once the next call starts: send that, then hold
+            events.append(start(1))
+            started.add(1)
+            events.append(_HOLD)
+    events.append(chunk({}, "tool_calls" if turn.calls else "stop"))
+    events.append(_sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                        "model": body.get("model", "m"), "choices": [],
+                        "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": USAGE_OUT,
+                                  "total_tokens": USAGE_IN + USAGE_OUT}}))
+    events.append("data: [DONE]\n\n")
+    return events
+
+
+def _anthropic_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if turn.text:
+        content.append({"type": "text", "text": turn.text})
+    for cid, name, args in turn.calls:
+        content.append({"type": "tool_use", "id": cid, "name": name,
+                        "input": args if isinstance(args, dict) else json.loads(args)})
+    return {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model", "m"),
+        "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT},
+    }
+
+
+def _anthropic_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
+    events: list[Any] = [_sse({"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model", "m"),
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": USAGE_IN, "output_tokens": 0}}}, "message_start")]
+    index = 0
+    if turn.text:
+        events.append(_sse({"type": "content_block_start", "index": index,
+                            "content_block": {"type": "text", "text": ""}}, "content_block_start"))
+        for piece in (turn.text[i : i + 5] for i in range(0, len(turn.text), 5)):
+            events.append(_sse({"type": "content_block_delta", "index": index,
+                                "delta": {"type": "text_delta", "text": piece}}, "content_block_delta"))
+        events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+        index += 1
+    for n, (cid, name, args) in enumerate(turn.calls):
+        events.append(_sse({"type": "content_block_start", "index": index, "content_block": {
+            "type": "tool_use", "id": cid, "name": name, "input": {}}}, "content_block_start"))
+        text = _arguments(args)
+        for piece in (text[i : i + 7] for i in range(0, len(text), 7)):
+            events.append(_sse({"type": "content_block_delta", "index": index,
+                                "delta": {"type": "input_json_delta", "partial_json": piece}},
+                               "content_block_delta"))
+        events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+        if n == 0 and turn.hold_after_first_call is not None:
+            events.append(_HOLD)
+        index += 1
+    events.append(_sse({"type": "message_delta", "delta": {
+        "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": USAGE_OUT}}, "message_delta"))
+    events.append(_sse({"type": "message_stop"}, "message_stop"))
+    return events
