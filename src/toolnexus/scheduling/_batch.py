@@ -55,7 +55,7 @@ def _parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
     return args
 
 
-def _precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outcome:
+def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outcome:
     """The tool and arguments of a call that may run, or the error outcome of one that may not."""
     tool = kit.get(call.name)
     if tool is None:
@@ -128,7 +128,7 @@ async def run_batch(
     async with Scheduler(max_parallel=max_tool_concurrency(max_concurrency), audit=False) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:
-            checked = _precheck(call, kit)
+            checked = precheck(call, kit)
             queued.append(
                 checked if isinstance(checked, Outcome) else lane.submit(*checked, run_ctx)
             )

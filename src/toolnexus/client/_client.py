@@ -1,0 +1,235 @@
+"""``create_client``: a model endpoint plus the tool loop, configured once and checked up front."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast, get_args
+
+from toolnexus.client._loop import LoopConfig, agent_loop
+from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
+from toolnexus.client.styles import Style
+from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
+from toolnexus.codemode.runtimes import CodeRuntime
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
+from toolnexus.tools import Tool, ToolHooks, Toolkit
+
+__all__ = ["Client", "ClientStyle", "create_client"]
+
+ClientStyle = Literal["openai", "anthropic"]
+_STYLES: tuple[str, ...] = get_args(ClientStyle)
+DEFAULT_MAX_TURNS = 10
+
+
+def _api_key(explicit: str | None, style: str) -> str:
+    if explicit:
+        return explicit
+    tried = ["OPENROUTER_API_KEY", "OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY"]
+    for variable in tried:
+        value = os.environ.get(variable)
+        if value:
+            return value
+    raise ConfigurationError(
+        f"no API key for the {style} style: pass api_key=, or set one of {', '.join(tried)} "
+        "(a local server that needs no key accepts any value, e.g. api_key='none')."
+    )
+
+
+def _positive_int(option: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"create_client {option} must be a positive integer, got {value!r}."
+        )
+    return value
+
+
+def _build_style(
+    style: str,
+    *,
+    base_url: str,
+    model: str,
+    api_key: str,
+    system_prompt: str | None,
+    retries: int,
+    timeout: float | None,
+    request_params: dict[str, Any],
+) -> Style:
+    """The style object, with its official SDK client pointed at ``base_url``."""
+    if style == "openai":
+        from openai import AsyncOpenAI
+
+        from toolnexus.client.styles._openai import OpenAIStyle
+
+        openai_sdk = AsyncOpenAI(
+            base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
+        )
+        return OpenAIStyle(openai_sdk, model, system_prompt, request_params, base_url)
+    from anthropic import AsyncAnthropic
+
+    from toolnexus.client.styles._anthropic import AnthropicStyle
+
+    anthropic_sdk = AsyncAnthropic(
+        base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
+    )
+    return AnthropicStyle(anthropic_sdk, model, system_prompt, request_params, base_url)
+
+
+@dataclass
+class Client:
+    """A configured model endpoint and tool loop. Build one with :func:`create_client`."""
+
+    style_name: ClientStyle
+    model: str
+    base_url: str
+    _config: LoopConfig = field(repr=False)
+    _tools: list[Tool] = field(default_factory=list, repr=False)
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        tools: Sequence[Tool] | Toolkit | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
+    ) -> RunResult:
+        """Run the tool loop on ``prompt`` until the model answers or ``max_turns`` is reached.
+
+        Raises:
+            ProviderError: the endpoint refused or failed a request (after the SDK's retries).
+            ConfigurationError: a bad argument, before any request.
+        """
+        result: RunResult | None = None
+        async for event in self._events(prompt, tools, history, stream=False):
+            if isinstance(event, DoneEvent):
+                result = event.result
+        assert result is not None
+        return result
+
+    async def stream(
+        self,
+        prompt: str,
+        *,
+        tools: Sequence[Tool] | Toolkit | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run the loop with streaming: text deltas, tool calls (announced as soon as their
+        arguments are complete, when they also start), tool results in emitted order, usage,
+        and finally :class:`~toolnexus.client.DoneEvent` carrying the :class:`RunResult`."""
+        async for event in self._events(prompt, tools, history, stream=True):
+            yield event
+
+    async def _events(
+        self,
+        prompt: str,
+        tools: Sequence[Tool] | Toolkit | None,
+        history: Sequence[Mapping[str, Any]] | None,
+        *,
+        stream: bool,
+    ) -> AsyncIterator[StreamEvent]:
+        if not isinstance(prompt, str) or not prompt:
+            raise ConfigurationError("prompt must be a non-empty string.")
+        chosen = list(tools) if tools is not None else list(self._tools)
+        for t in chosen:
+            if not isinstance(t, Tool):
+                raise ConfigurationError(f"tools must be toolnexus Tools, got {t!r}.")
+        past = [dict(m) for m in history or []]
+        async for event in agent_loop(self._config, prompt, chosen, past, stream=stream):
+            yield event
+
+
+def create_client(
+    *,
+    base_url: str,
+    model: str,
+    style: str = "openai",
+    api_key: str | None = None,
+    max_tool_concurrency: int | None = None,
+    code_mode: str | None = None,
+    runtime: CodeRuntime | None = None,
+    permissions: PermissionPolicy | None = None,
+    approval_handler: ApprovalHandler | None = None,
+    hooks: ToolHooks | None = None,
+    system_prompt: str | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    retries: int = 2,
+    timeout: float | None = 120.0,
+    request_params: Mapping[str, Any] | None = None,
+    tools: Sequence[Tool] | None = None,
+    deps: Any = None,
+) -> Client:
+    """A client for one model endpoint, with the tool loop around it.
+
+    Example::
+
+        client = create_client(base_url="https://openrouter.ai/api/v1", style="openai",
+                               model="openai/gpt-4o-mini", max_tool_concurrency=4)
+        result = await client.run("What is in notes.txt?", tools=[read_file])
+
+    Args:
+        base_url: The endpoint (``…/v1`` for OpenAI-style servers; the API root for Anthropic).
+        model: The model name the endpoint knows.
+        style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp) or
+            ``"anthropic"`` (Messages).
+        api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+        max_tool_concurrency: The cap on overlapping safe calls (else the environment, else 10).
+        code_mode: ``"native"``, ``"code"`` or ``"both"`` (else ``TOOLNEXUS_CODE_MODE``, else
+            ``"both"``).
+        runtime: The Code Mode sandbox (default: the shared ``MontyRuntime``).
+        permissions: The :class:`~toolnexus.codemode.PermissionPolicy` in force.
+        approval_handler: ``(tool_name, args) -> bool``, asked for calls that need approval.
+        hooks: :class:`~toolnexus.tools.ToolHooks` run around every call, sub-calls included.
+        system_prompt: Sent as the system message.
+        max_turns: Model round trips before the run stops as ``"incomplete"`` (default 10).
+        retries: The SDK's retries on 429/5xx/connection errors, with backoff (default 2).
+        timeout: Seconds per request (default 120).
+        request_params: Merged into every request body (``temperature``, ``max_tokens``, …).
+        tools: Default tools for ``run``/``stream`` calls that pass none.
+        deps: What tools taking a ``ctx`` see as ``ctx.deps``.
+
+    Raises:
+        ConfigurationError: an unknown style, a missing key, or another bad option, named.
+    """
+    if style not in _STYLES:
+        raise ConfigurationError(
+            f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
+            "for Chat Completions servers (OpenRouter, vLLM, Ollama) and 'anthropic' for Messages."
+        )
+    for option, value in (("base_url", base_url), ("model", model)):
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigurationError(f"create_client {option} must be a non-empty string.")
+    mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
+        raise ConfigurationError(
+            f"create_client timeout must be a positive number, got {timeout!r}."
+        )
+    if request_params is not None and not isinstance(request_params, Mapping):
+        raise ConfigurationError("create_client request_params must be a mapping of body fields.")
+    built = _build_style(
+        style,
+        base_url=base_url,
+        model=model,
+        api_key=_api_key(api_key, style),
+        system_prompt=system_prompt,
+        retries=retries,
+        timeout=timeout,
+        request_params=dict(request_params or {}),
+    )
+    config = LoopConfig(
+        style=built,
+        mode=mode,
+        max_turns=_positive_int("max_turns", max_turns),
+        max_concurrency=resolve_concurrency(max_tool_concurrency),
+        runtime=runtime,
+        policy=permissions,
+        approval_handler=approval_handler,
+        hooks=hooks,
+        deps=deps,
+    )
+    return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []))

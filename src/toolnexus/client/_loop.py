@@ -1,0 +1,228 @@
+"""The agent loop: ask the model, run its tool calls by the rule, hand results back, repeat.
+
+One turn: the model's response streams in; each tool call is submitted to the turn's scheduler
+lane as soon as its arguments are complete; after the response, outcomes are collected in
+emitted order and handed back in the provider's shape. The loop ends when the model answers
+without tools (``"done"``) or after ``max_turns`` (``"incomplete"``). Cancelling it stops the
+turn's lane (running tools are cancelled) and still leaves every tool call in the transcript
+with a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolnexus.client._result import (
+    DoneEvent,
+    RunResult,
+    RunStatus,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolCallRecord,
+    ToolResultEvent,
+    UsageEvent,
+)
+from toolnexus.client._turn import TurnCalls
+from toolnexus.client.styles import AssistantTurn, Style, Usage
+from toolnexus.codemode import (
+    ApprovalHandler,
+    CodeMode,
+    PermissionPolicy,
+    RunContext,
+    direct_dispatch,
+    filter_tools,
+    visible_tools,
+)
+from toolnexus.codemode.runtimes import CodeRuntime
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall
+from toolnexus.scheduling._outcome import outcome_text
+from toolnexus.session import Session
+from toolnexus.tools import Tool, ToolHooks, Toolkit
+
+__all__ = ["LoopConfig", "agent_loop"]
+
+CANCELLED = "the run was cancelled before this call finished"
+
+
+@dataclass
+class LoopConfig:
+    """Everything a run needs besides the prompt, the tools and the history."""
+
+    style: Style
+    mode: CodeMode
+    max_turns: int
+    max_concurrency: int
+    runtime: CodeRuntime | None = None
+    policy: PermissionPolicy | None = None
+    approval_handler: ApprovalHandler | None = None
+    hooks: ToolHooks | None = None
+    deps: Any = None
+    run_code_options: dict[str, Any] = field(default_factory=dict)
+
+
+def _arguments(call: ToolCall) -> Any:
+    if isinstance(call.arguments, str):
+        try:
+            return json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            return call.arguments
+    return dict(call.arguments)
+
+
+class _Run:
+    """The state of one run: transcript, session, records."""
+
+    def __init__(self, config: LoopConfig, prompt: str, history: Sequence[dict[str, Any]]):
+        self.config = config
+        self.session = Session()
+        self.session.append("user_message", {"content": prompt})
+        self.messages = config.style.opening(history, prompt)
+        self.records: list[ToolCallRecord] = []
+        self.usage = Usage()
+        self.turns = 0
+        self.text = ""
+
+    def result(self, status: RunStatus) -> RunResult:
+        return RunResult(
+            self.text, self.messages, self.records, self.turns, self.usage, status, self.session
+        )
+
+    def answered(self, reply: AssistantTurn) -> None:
+        self.turns += 1
+        self.usage.add(reply.usage)
+        self.text = reply.text
+        self.messages.append(reply.message)
+        self.session.append(
+            "assistant_message",
+            {
+                "content": reply.text,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": _arguments(c)} for c in reply.calls
+                ],
+            },
+        )
+
+    def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
+        self.messages.extend(self.config.style.results(calls, outcomes))
+        for call, outcome in zip(calls, outcomes, strict=True):
+            self.session.append(
+                "tool_result",
+                {
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "content": outcome_text(outcome),
+                    "is_error": not outcome.ok,
+                },
+            )
+
+
+async def agent_loop(
+    config: LoopConfig,
+    prompt: str,
+    tools: Sequence[Tool],
+    history: Sequence[dict[str, Any]],
+    *,
+    stream: bool,
+) -> AsyncIterator[StreamEvent]:
+    """Run the loop, yielding events; the last one is :class:`DoneEvent`."""
+    run = _Run(config, prompt, history)
+    granted = filter_tools(tools, config.policy)
+    visible = visible_tools(
+        config.mode,
+        tools,
+        granted,
+        runtime=config.runtime,
+        policy=config.policy,
+        **config.run_code_options,
+    )
+    kit = Toolkit(visible)
+    definitions = config.style.tool_definitions(visible)
+    ctx = RunContext(
+        deps=config.deps,
+        policy=config.policy,
+        approval_handler=config.approval_handler,
+        hooks=config.hooks,
+        session=run.session,
+    )
+    status: RunStatus = "incomplete"
+    for turn in range(1, config.max_turns + 1):
+        run.session.log_event("turn_start", {"turn": turn})
+        reply: AssistantTurn | None = None
+        async for event in _turn(run, kit, definitions, ctx, stream=stream):
+            if isinstance(event, AssistantTurn):
+                reply = event
+            else:
+                yield event
+        run.session.log_event("turn_end", {"turn": turn})
+        if reply is not None and not reply.calls:
+            status = "done"
+            break
+    yield DoneEvent(run.result(status))
+
+
+async def _turn(
+    run: _Run,
+    kit: Toolkit,
+    definitions: list[dict[str, Any]],
+    ctx: RunContext,
+    *,
+    stream: bool,
+) -> AsyncIterator[StreamEvent | AssistantTurn]:
+    """One model round trip and its tool calls; yields events, then the assistant turn."""
+    config = run.config
+    lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
+    batch = TurnCalls(lane, kit, config.mode, ctx)
+    events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+
+    async def on_text(text: str) -> None:
+        events.put_nowait(TextDelta(text))
+
+    async def on_call(call: ToolCall) -> None:
+        batch.submit(call)  # starts now, while the response may still be streaming
+        events.put_nowait(ToolCallEvent(call))
+
+    responding = asyncio.ensure_future(
+        config.style.respond(
+            run.messages, definitions, stream=stream, on_text=on_text, on_call=on_call
+        )
+    )
+    answered: list[Outcome] = []
+    reply: AssistantTurn | None = None
+    try:
+        while not responding.done() or not events.empty():
+            if events.empty():
+                waiting = asyncio.ensure_future(events.get())
+                await asyncio.wait({waiting, responding}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    waiting.cancel()
+                    continue
+                yield waiting.result()
+            else:
+                yield events.get_nowait()
+        reply = responding.result()
+        run.answered(reply)
+        yield UsageEvent(reply.usage)
+        async for call, outcome in batch.outcomes():
+            answered.append(outcome)
+            record = ToolCallRecord(
+                call.id, call.name, _arguments(call), outcome_text(outcome), not outcome.ok
+            )
+            run.records.append(record)
+            yield ToolResultEvent(record)
+        if reply.calls:
+            run.results(reply.calls, answered)
+        yield reply
+    finally:
+        if not responding.done():
+            responding.cancel()
+        await lane.stop()
+        if reply is not None and len(answered) < len(reply.calls):
+            # cancelled mid-turn: every call the transcript holds still gets a result
+            missing = reply.calls[len(answered) :]
+            answered += [Outcome.failure(c.name, CANCELLED) for c in missing]
+            run.results(reply.calls, answered)

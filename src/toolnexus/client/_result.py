@@ -1,0 +1,111 @@
+"""What a run produces: the result, and the events a stream yields on the way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolnexus.client.styles import Usage
+from toolnexus.scheduling import ToolCall
+from toolnexus.session import Session
+
+__all__ = [
+    "DoneEvent",
+    "RunResult",
+    "RunStatus",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallEvent",
+    "ToolCallRecord",
+    "ToolResultEvent",
+    "UsageEvent",
+]
+
+RunStatus = Literal["done", "incomplete", "pending"]
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call of a run and what it returned, as the model saw it.
+
+    Attributes:
+        id: The provider's call id.
+        name: The tool the model asked for.
+        arguments: The arguments as sent (parsed JSON, or the raw text when it was not JSON).
+        output: The text handed back to the model.
+        is_error: Whether the call failed.
+    """
+
+    id: str
+    name: str
+    arguments: Any
+    output: str
+    is_error: bool
+
+
+@dataclass
+class RunResult:
+    """The end of a run.
+
+    Attributes:
+        text: The model's last text.
+        messages: The transcript in the provider's own message shape (history included).
+        tool_calls: Every tool call, in emitted order, with its output.
+        turns: Model round trips.
+        usage: Tokens, summed over the turns.
+        status: ``"done"`` (the model answered without tools), ``"incomplete"`` (``max_turns``
+            reached), or ``"pending"`` (reserved for suspended runs).
+        session: The session log: surface events for the transcript, bookkeeping events for
+            turns and Code Mode sub-calls.
+    """
+
+    text: str
+    messages: list[dict[str, Any]]
+    tool_calls: list[ToolCallRecord]
+    turns: int
+    usage: Usage
+    status: RunStatus
+    session: Session = field(repr=False)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the model's text."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """A tool call, announced as soon as its arguments are complete (before it runs)."""
+
+    call: ToolCall
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResultEvent:
+    """A tool call's result; these come in emitted order."""
+
+    record: ToolCallRecord
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class UsageEvent:
+    """The tokens of one model turn."""
+
+    usage: Usage
+    type: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    """The run is over."""
+
+    result: RunResult
+    type: Literal["done"] = "done"
+
+
+StreamEvent = TextDelta | ToolCallEvent | ToolResultEvent | UsageEvent | DoneEvent

@@ -1,0 +1,94 @@
+"""What a provider style does for the loop: wire format in, one assistant turn out."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from toolnexus.errors import ProviderError
+from toolnexus.scheduling import Outcome, ToolCall
+from toolnexus.tools import Tool
+
+__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "Usage", "provider_error"]
+
+OnText = Callable[[str], Awaitable[None]]
+"""Called with each piece of assistant text as it arrives."""
+
+OnCall = Callable[[ToolCall], Awaitable[None]]
+"""Called once per tool call, in emitted order, as soon as its arguments are complete."""
+
+
+@dataclass
+class Usage:
+    """Token counts, summed over the turns of a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        """Add ``other``'s counts to these."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass
+class AssistantTurn:
+    """One model response: its text, its tool calls in emitted order, and what it cost."""
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+    message: dict[str, Any] = field(default_factory=dict)
+    """The assistant message in the provider's own shape, for the transcript."""
+
+
+class Style(Protocol):
+    """A wire format: OpenAI Chat Completions or Anthropic Messages."""
+
+    name: str
+    key_variables: tuple[str, ...]
+
+    def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        """The tools as this provider declares them."""
+        ...
+
+    def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+        """The messages of a new request: earlier history, then the user's prompt."""
+        ...
+
+    async def respond(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        stream: bool,
+        on_text: OnText,
+        on_call: OnCall,
+    ) -> AssistantTurn:
+        """Ask the model for its next turn; report text and calls through the callbacks."""
+        ...
+
+    def results(
+        self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
+    ) -> list[dict[str, Any]]:
+        """The messages that hand the calls' results back, in emitted order."""
+        ...
+
+
+def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) -> ProviderError:
+    """Translate an SDK error (openai's and anthropic's share their shape) into ProviderError.
+
+    A 401 names the key variables that were tried; a failed connection names the URL.
+    """
+    status = getattr(exc, "status_code", None)
+    message = str(getattr(exc, "message", "") or exc)
+    if status == 401:
+        variables = " or ".join(key_variables)
+        return ProviderError(
+            401, f"{message} (the API key was refused: check api_key= or {variables})"
+        )
+    if status is None:
+        return ProviderError(None, f"could not reach the model at {base_url}: {message}")
+    return ProviderError(int(status), message)
