@@ -43,6 +43,7 @@ class FakeProvider:
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
+        self.holds: list[bool] = []  # per hold: whether the event came before the 10 s limit
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,7 +63,10 @@ class FakeProvider:
                 if turn.status is not None:
                     error = {"error": {"type": "error", "message": f"scripted {turn.status}"}}
                     if anthropic:
-                        error = {"type": "error", "error": {"type": "api_error", "message": f"scripted {turn.status}"}}
+                        error = {
+                            "type": "error",
+                            "error": {"type": "api_error", "message": f"scripted {turn.status}"},
+                        }
                     self._send(turn.status, json.dumps(error))
                 elif turn.raw is not None:
                     self._send(200, turn.raw)
@@ -90,7 +94,7 @@ class FakeProvider:
                 for event in events:
                     if event is _HOLD:
                         assert turn.hold_after_first_call is not None
-                        turn.hold_after_first_call.wait(10)
+                        provider.holds.append(turn.hold_after_first_call.wait(10))
                         continue
                     self.wfile.write(event.encode())
                     self.wfile.flush()
@@ -133,9 +137,17 @@ def _openai_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
         "created": 0,
         "model": body.get("model", "m"),
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if turn.calls else "stop",
+            }
         ],
-        "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": USAGE_OUT, "total_tokens": USAGE_IN + USAGE_OUT},
+        "usage": {
+            "prompt_tokens": USAGE_IN,
+            "completion_tokens": USAGE_OUT,
+            "total_tokens": USAGE_IN + USAGE_OUT,
+        },
     }
 
 
@@ -146,16 +158,30 @@ def _sse(data: dict[str, Any], event: str | None = None) -> str:
 
 def _openai_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return _sse({
-            "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-            "model": body.get("model", "m"),
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        })
+        return _sse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
 
     def start(index: int) -> str:
         cid, name, _ = turn.calls[index]
-        return chunk({"tool_calls": [{"index": index, "id": cid, "type": "function",
-                                      "function": {"name": name, "arguments": ""}}]})
+        return chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
+        )
 
     events: list[Any] = [chunk({"role": "assistant", "content": ""})]
     for piece in (turn.text[i : i + 5] for i in range(0, len(turn.text), 5)):
@@ -166,17 +192,31 @@ def _openai_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
             events.append(start(index))
         text = _arguments(args)
         for piece in (text[i : i + 7] for i in range(0, len(text), 7)):
-            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+            events.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
         if index == 0 and turn.hold_after_first_call is not None and len(turn.calls) > 1:
             # a call's arguments are complete once the next call starts: send that, then hold
             events.append(start(1))
             started.add(1)
             events.append(_HOLD)
     events.append(chunk({}, "tool_calls" if turn.calls else "stop"))
-    events.append(_sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-                        "model": body.get("model", "m"), "choices": [],
-                        "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": USAGE_OUT,
-                                  "total_tokens": USAGE_IN + USAGE_OUT}}))
+    events.append(
+        _sse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body.get("model", "m"),
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": USAGE_IN,
+                    "completion_tokens": USAGE_OUT,
+                    "total_tokens": USAGE_IN + USAGE_OUT,
+                },
+            }
+        )
+    )
     events.append("data: [DONE]\n\n")
     return events
 
@@ -186,43 +226,109 @@ def _anthropic_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
     if turn.text:
         content.append({"type": "text", "text": turn.text})
     for cid, name, args in turn.calls:
-        content.append({"type": "tool_use", "id": cid, "name": name,
-                        "input": args if isinstance(args, dict) else json.loads(args)})
+        content.append(
+            {
+                "type": "tool_use",
+                "id": cid,
+                "name": name,
+                "input": args if isinstance(args, dict) else json.loads(args),
+            }
+        )
     return {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model", "m"),
-        "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT},
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "m"),
+        "content": content,
+        "stop_reason": "tool_use" if turn.calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT},
     }
 
 
 def _anthropic_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
-    events: list[Any] = [_sse({"type": "message_start", "message": {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": body.get("model", "m"),
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": USAGE_IN, "output_tokens": 0}}}, "message_start")]
+    events: list[Any] = [
+        _sse(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "m"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": USAGE_IN, "output_tokens": 0},
+                },
+            },
+            "message_start",
+        )
+    ]
     index = 0
     if turn.text:
-        events.append(_sse({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "text", "text": ""}}, "content_block_start"))
+        events.append(
+            _sse(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+                "content_block_start",
+            )
+        )
         for piece in (turn.text[i : i + 5] for i in range(0, len(turn.text), 5)):
-            events.append(_sse({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "text_delta", "text": piece}}, "content_block_delta"))
+            events.append(
+                _sse(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    },
+                    "content_block_delta",
+                )
+            )
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         index += 1
     for n, (cid, name, args) in enumerate(turn.calls):
-        events.append(_sse({"type": "content_block_start", "index": index, "content_block": {
-            "type": "tool_use", "id": cid, "name": name, "input": {}}}, "content_block_start"))
+        events.append(
+            _sse(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": cid, "name": name, "input": {}},
+                },
+                "content_block_start",
+            )
+        )
         text = _arguments(args)
         for piece in (text[i : i + 7] for i in range(0, len(text), 7)):
-            events.append(_sse({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece}},
-                               "content_block_delta"))
+            events.append(
+                _sse(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                    "content_block_delta",
+                )
+            )
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         if n == 0 and turn.hold_after_first_call is not None:
             events.append(_HOLD)
         index += 1
-    events.append(_sse({"type": "message_delta", "delta": {
-        "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None},
-        "usage": {"output_tokens": USAGE_OUT}}, "message_delta"))
+    events.append(
+        _sse(
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": "tool_use" if turn.calls else "end_turn",
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": USAGE_OUT},
+            },
+            "message_delta",
+        )
+    )
     events.append(_sse({"type": "message_stop"}, "message_stop"))
     return events

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import toolnexus
+import toolnexus.client
 import toolnexus.codemode
 import toolnexus.codemode.runtimes
 import toolnexus.errors
@@ -14,11 +15,18 @@ import toolnexus.tools
 
 EXPECTED = {
     toolnexus: [
-        "ConfigurationError", "Outcome", "Scheduler", "Session", "Tool", "ToolCall", "ToolError",
-        "ToolHints", "ToolResult", "Toolkit", "ToolnexusError", "__version__", "run_batch", "tool",
+        "ConfigurationError", "Outcome", "ProviderError", "Scheduler", "Session", "Tool",
+        "ToolCall", "ToolError", "ToolHints", "ToolResult", "Toolkit", "ToolnexusError",
+        "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
-        "ConfigurationError", "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
+        "ConfigurationError", "ProviderError", "SessionError", "ToolArgumentsError", "ToolError",
+        "ToolnexusError",
+    ],
+    toolnexus.client: [
+        "Client", "ClientStyle", "DoneEvent", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
+        "ToolCallEvent", "ToolCallRecord", "ToolResultEvent", "Usage", "UsageEvent",
+        "create_client",
     ],
     toolnexus.scheduling: [
         "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket", "ToolCall",

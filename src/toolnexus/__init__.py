@@ -5,7 +5,8 @@ cap, anything not known to be safe runs alone in the order the model asked, and 
 come back in the emitted order. Start with ``docs/scheduling.md``.
 """
 
-from toolnexus.errors import ConfigurationError, ToolError, ToolnexusError
+from toolnexus.client import create_client
+from toolnexus.errors import ConfigurationError, ProviderError, ToolError, ToolnexusError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHints, Toolkit, ToolResult, tool
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigurationError",
     "Outcome",
+    "ProviderError",
     "Scheduler",
     "Session",
     "Tool",
@@ -25,6 +27,7 @@ __all__ = [
     "Toolkit",
     "ToolnexusError",
     "__version__",
+    "create_client",
     "run_batch",
     "tool",
 ]

@@ -14,6 +14,7 @@ from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, re
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
+from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
 
 __all__ = ["Client", "ClientStyle", "create_client"]
@@ -57,22 +58,46 @@ def _build_style(
     request_params: dict[str, Any],
 ) -> Style:
     """The style object, with its official SDK client pointed at ``base_url``."""
+    try:
+        return _make_style(
+            style, base_url, model, api_key, system_prompt, retries, timeout, request_params
+        )
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the {style} style needs the official {style} SDK: pip install 'toolnexus[{style}]'."
+        ) from exc
+
+
+def _make_style(
+    style: str,
+    base_url: str,
+    model: str,
+    api_key: str,
+    system_prompt: str | None,
+    retries: int,
+    timeout: float | None,
+    request_params: dict[str, Any],
+) -> Style:
     if style == "openai":
         from openai import AsyncOpenAI
 
         from toolnexus.client.styles._openai import OpenAIStyle
 
-        openai_sdk = AsyncOpenAI(
-            base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
-        )
+        def openai_sdk() -> AsyncOpenAI:
+            return AsyncOpenAI(
+                base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
+            )
+
         return OpenAIStyle(openai_sdk, model, system_prompt, request_params, base_url)
     from anthropic import AsyncAnthropic
 
     from toolnexus.client.styles._anthropic import AnthropicStyle
 
-    anthropic_sdk = AsyncAnthropic(
-        base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
-    )
+    def anthropic_sdk() -> AsyncAnthropic:
+        return AsyncAnthropic(
+            base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
+        )
+
     return AnthropicStyle(anthropic_sdk, model, system_prompt, request_params, base_url)
 
 
@@ -92,15 +117,19 @@ class Client:
         *,
         tools: Sequence[Tool] | Toolkit | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
+        session: Session | None = None,
     ) -> RunResult:
         """Run the tool loop on ``prompt`` until the model answers or ``max_turns`` is reached.
+
+        ``session`` (optional) receives the run's events as they happen, so a caller that
+        cancels the run still holds a transcript in which every tool call has a result.
 
         Raises:
             ProviderError: the endpoint refused or failed a request (after the SDK's retries).
             ConfigurationError: a bad argument, before any request.
         """
         result: RunResult | None = None
-        async for event in self._events(prompt, tools, history, stream=False):
+        async for event in self._events(prompt, tools, history, session, stream=False):
             if isinstance(event, DoneEvent):
                 result = event.result
         assert result is not None
@@ -112,11 +141,12 @@ class Client:
         *,
         tools: Sequence[Tool] | Toolkit | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
+        session: Session | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run the loop with streaming: text deltas, tool calls (announced as soon as their
         arguments are complete, when they also start), tool results in emitted order, usage,
         and finally :class:`~toolnexus.client.DoneEvent` carrying the :class:`RunResult`."""
-        async for event in self._events(prompt, tools, history, stream=True):
+        async for event in self._events(prompt, tools, history, session, stream=True):
             yield event
 
     async def _events(
@@ -124,6 +154,7 @@ class Client:
         prompt: str,
         tools: Sequence[Tool] | Toolkit | None,
         history: Sequence[Mapping[str, Any]] | None,
+        session: Session | None,
         *,
         stream: bool,
     ) -> AsyncIterator[StreamEvent]:
@@ -134,7 +165,10 @@ class Client:
             if not isinstance(t, Tool):
                 raise ConfigurationError(f"tools must be toolnexus Tools, got {t!r}.")
         past = [dict(m) for m in history or []]
-        async for event in agent_loop(self._config, prompt, chosen, past, stream=stream):
+        if session is not None and not isinstance(session, Session):
+            raise ConfigurationError(f"session must be a toolnexus Session, got {session!r}.")
+        log = session if session is not None else Session()
+        async for event in agent_loop(self._config, prompt, chosen, past, log, stream=stream):
             yield event
 
 

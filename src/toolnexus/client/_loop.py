@@ -77,9 +77,15 @@ def _arguments(call: ToolCall) -> Any:
 class _Run:
     """The state of one run: transcript, session, records."""
 
-    def __init__(self, config: LoopConfig, prompt: str, history: Sequence[dict[str, Any]]):
+    def __init__(
+        self,
+        config: LoopConfig,
+        prompt: str,
+        history: Sequence[dict[str, Any]],
+        session: Session,
+    ) -> None:
         self.config = config
-        self.session = Session()
+        self.session = session
         self.session.append("user_message", {"content": prompt})
         self.messages = config.style.opening(history, prompt)
         self.records: list[ToolCallRecord] = []
@@ -126,11 +132,12 @@ async def agent_loop(
     prompt: str,
     tools: Sequence[Tool],
     history: Sequence[dict[str, Any]],
+    session: Session,
     *,
     stream: bool,
 ) -> AsyncIterator[StreamEvent]:
     """Run the loop, yielding events; the last one is :class:`DoneEvent`."""
-    run = _Run(config, prompt, history)
+    run = _Run(config, prompt, history, session)
     granted = filter_tools(tools, config.policy)
     visible = visible_tools(
         config.mode,
@@ -150,23 +157,28 @@ async def agent_loop(
         session=run.session,
     )
     status: RunStatus = "incomplete"
-    for turn in range(1, config.max_turns + 1):
-        run.session.log_event("turn_start", {"turn": turn})
-        reply: AssistantTurn | None = None
-        async for event in _turn(run, kit, definitions, ctx, stream=stream):
-            if isinstance(event, AssistantTurn):
-                reply = event
-            else:
-                yield event
-        run.session.log_event("turn_end", {"turn": turn})
-        if reply is not None and not reply.calls:
-            status = "done"
-            break
+    sdk = config.style.connect()
+    try:
+        for turn in range(1, config.max_turns + 1):
+            run.session.log_event("turn_start", {"turn": turn})
+            reply: AssistantTurn | None = None
+            async for event in _turn(run, sdk, kit, definitions, ctx, stream=stream):
+                if isinstance(event, AssistantTurn):
+                    reply = event
+                else:
+                    yield event
+            run.session.log_event("turn_end", {"turn": turn})
+            if reply is not None and not reply.calls:
+                status = "done"
+                break
+    finally:
+        await asyncio.shield(sdk.close())  # its connections belong to this run's event loop
     yield DoneEvent(run.result(status))
 
 
 async def _turn(
     run: _Run,
+    sdk: Any,
     kit: Toolkit,
     definitions: list[dict[str, Any]],
     ctx: RunContext,
@@ -188,7 +200,7 @@ async def _turn(
 
     responding = asyncio.ensure_future(
         config.style.respond(
-            run.messages, definitions, stream=stream, on_text=on_text, on_call=on_call
+            sdk, run.messages, definitions, stream=stream, on_text=on_text, on_call=on_call
         )
     )
     answered: list[Outcome] = []

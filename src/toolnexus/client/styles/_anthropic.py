@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anthropic
@@ -27,13 +28,13 @@ class AnthropicStyle:
 
     def __init__(
         self,
-        sdk: AsyncAnthropic,
+        connect: Callable[[], AsyncAnthropic],
         model: str,
         system_prompt: str | None,
         request_params: dict[str, Any],
         base_url: str,
     ) -> None:
-        self._sdk = sdk
+        self._connect = connect
         self._base_url = base_url
         self._model = model
         self._system = system_prompt
@@ -48,8 +49,13 @@ class AnthropicStyle:
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         return [*history, {"role": "user", "content": prompt}]
 
+    def connect(self) -> AsyncAnthropic:
+        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
+        return self._connect()
+
     async def respond(
         self,
+        sdk: AsyncAnthropic,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -59,13 +65,14 @@ class AnthropicStyle:
     ) -> AssistantTurn:
         try:
             return await self._respond(
-                messages, tools, stream=stream, on_text=on_text, on_call=on_call
+                sdk, messages, tools, stream=stream, on_text=on_text, on_call=on_call
             )
-        except anthropic.APIError as exc:  # the one boundary where SDK errors are translated
+        except (anthropic.APIError, json.JSONDecodeError) as exc:  # the one translation boundary
             raise provider_error(exc, self._base_url, self.key_variables) from exc
 
     async def _respond(
         self,
+        sdk: AsyncAnthropic,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -84,14 +91,14 @@ class AnthropicStyle:
         if tools:
             params["tools"] = tools
         if not stream:
-            message = await self._sdk.messages.create(**params)
+            message = await sdk.messages.create(**params)
             for block in message.content:
                 if block.type == "text" and block.text:
                     await on_text(block.text)
                 elif block.type == "tool_use":
                     await on_call(ToolCall(block.id, block.name, dict(block.input)))
             return self._turn(message)
-        async with self._sdk.messages.stream(**params) as events:
+        async with sdk.messages.stream(**params) as events:
             async for event in events:
                 if event.type == "text":
                     await on_text(event.text)

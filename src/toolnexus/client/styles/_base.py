@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -58,8 +59,13 @@ class Style(Protocol):
         """The messages of a new request: earlier history, then the user's prompt."""
         ...
 
+    def connect(self) -> Any:
+        """A new SDK client for one run; the run closes it (``await sdk.close()``)."""
+        ...
+
     async def respond(
         self,
+        sdk: Any,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -82,6 +88,10 @@ def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) 
 
     A 401 names the key variables that were tried; a failed connection names the URL.
     """
+    if isinstance(exc, json.JSONDecodeError):
+        return ProviderError(
+            200, f"the model at {base_url} answered with a body that is not JSON ({exc})"
+        )
     status = getattr(exc, "status_code", None)
     message = str(getattr(exc, "message", "") or exc)
     if status == 401:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
@@ -27,13 +27,13 @@ class OpenAIStyle:
 
     def __init__(
         self,
-        sdk: AsyncOpenAI,
+        connect: Callable[[], AsyncOpenAI],
         model: str,
         system_prompt: str | None,
         request_params: dict[str, Any],
         base_url: str,
     ) -> None:
-        self._sdk = sdk
+        self._connect = connect
         self._base_url = base_url
         self._model = model
         self._system = system_prompt
@@ -60,8 +60,13 @@ class OpenAIStyle:
         messages.append({"role": "user", "content": prompt})
         return messages
 
+    def connect(self) -> AsyncOpenAI:
+        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
+        return self._connect()
+
     async def respond(
         self,
+        sdk: AsyncOpenAI,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -71,13 +76,14 @@ class OpenAIStyle:
     ) -> AssistantTurn:
         try:
             return await self._respond(
-                messages, tools, stream=stream, on_text=on_text, on_call=on_call
+                sdk, messages, tools, stream=stream, on_text=on_text, on_call=on_call
             )
-        except openai.APIError as exc:  # the one boundary where SDK errors are translated
+        except (openai.APIError, json.JSONDecodeError) as exc:  # the one translation boundary
             raise provider_error(exc, self._base_url, self.key_variables) from exc
 
     async def _respond(
         self,
+        sdk: AsyncOpenAI,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -89,8 +95,8 @@ class OpenAIStyle:
         if tools:
             params["tools"] = tools
         if stream:
-            return await self._streamed(params, on_text, on_call)
-        response = await self._sdk.chat.completions.create(**params)
+            return await self._streamed(sdk, params, on_text, on_call)
+        response = await sdk.chat.completions.create(**params)
         choice = response.choices[0]
         text = choice.message.content or ""
         calls = [
@@ -111,14 +117,14 @@ class OpenAIStyle:
         )
 
     async def _streamed(
-        self, params: dict[str, Any], on_text: OnText, on_call: OnCall
+        self, sdk: AsyncOpenAI, params: dict[str, Any], on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
         """Stream the response; a call is announced once a later one starts or the stream ends.
 
         Why then: Chat Completions streams each call's arguments in pieces under its index, and
         calls come in index order, so the start of call ``n + 1`` means call ``n`` is complete.
         """
-        chunks = await self._sdk.chat.completions.create(
+        chunks = await sdk.chat.completions.create(
             **params, stream=True, stream_options={"include_usage": True}
         )
         text_parts: list[str] = []

@@ -1,0 +1,351 @@
+"""The agent client against a real HTTP endpoint on 127.0.0.1 (the official SDKs on the wire)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fake_provider import USAGE_IN, USAGE_OUT, FakeProvider, Turn
+from helpers import Probe
+from toolnexus import Session, ToolHints, tool
+from toolnexus.client import RunResult, create_client
+from toolnexus.codemode import PermissionPolicy
+from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.scheduling import Outcome
+from toolnexus.tools import ToolHooks
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    server = FakeProvider().start()
+    yield server
+    server.stop()
+
+
+STYLES = ["openai", "anthropic"]
+
+
+def client_for(provider: FakeProvider, style: str, **options: Any) -> Any:
+    base = provider.url + "/v1" if style == "openai" else provider.url
+    options.setdefault("code_mode", "native")
+    return create_client(base_url=base, model="test-model", style=style, api_key="k", **options)
+
+
+async def run(client: Any, prompt: str, *, stream: bool, **kwargs: Any) -> RunResult:
+    if not stream:
+        result: RunResult = await client.run(prompt, **kwargs)
+        return result
+    async for event in client.stream(prompt, **kwargs):
+        if event.type == "done":
+            done: RunResult = event.result
+    return done
+
+
+def tool_results(result: RunResult, style: str) -> list[tuple[str, str]]:
+    """(call id, content) of every tool result in the transcript, in order."""
+    out = []
+    for message in result.messages:
+        if style == "openai" and message.get("role") == "tool":
+            out.append((message["tool_call_id"], message["content"]))
+        if (
+            style == "anthropic"
+            and message.get("role") == "user"
+            and isinstance(message["content"], list)
+        ):
+            out += [(b["tool_use_id"], b["content"]) for b in message["content"]]
+    return out
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_mixed_batch_runs_by_the_rule(
+    provider: FakeProvider, probe: Probe, style: str, stream: bool
+) -> None:
+    read, write = probe.tool("read"), probe.tool("write", read_only=False)
+    ids = ["a", "b", "c", "d", "e"]
+    names = ["read", "read", "write", "read", "read"]
+    provider.script(
+        Turn(
+            text="working",
+            calls=[
+                (f"call_{i}", n, {"id": i, "steps": 3}) for i, n in zip(ids, names, strict=True)
+            ],
+        ),
+        Turn(text="all done"),
+    )
+    result = await run(
+        client_for(provider, style, max_tool_concurrency=4),
+        "go",
+        stream=stream,
+        tools=[read, write],
+    )
+    assert result.status == "done" and result.text == "all done" and result.turns == 2
+    assert probe.starts() == ids
+    assert probe.overlaps == []  # the write ran alone
+    assert [r.id for r in result.tool_calls] == [f"call_{i}" for i in ids]
+    assert tool_results(result, style) == [(f"call_{i}", i) for i in ids]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (2 * USAGE_IN, 2 * USAGE_OUT)
+    if not stream:  # all five are known at once: the first two reads overlap
+        assert probe.peak == 2
+    sent = provider.requests[1]["messages"]
+    assert sent[-1]["role"] in ("tool", "user")  # results went back to the model
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_streaming_starts_a_safe_call_before_the_response_finished(
+    provider: FakeProvider, style: str
+) -> None:
+    started = threading.Event()
+
+    @tool(hints=ToolHints(read_only=True))
+    def lookup(key: str) -> str:
+        """Look something up."""
+        started.set()  # the server holds the rest of the response until this happens
+        return key.upper()
+
+    provider.script(
+        Turn(
+            calls=[("c1", "lookup", {"key": "a"}), ("c2", "lookup", {"key": "b"})],
+            hold_after_first_call=started,
+        ),
+        Turn(text="ok"),
+    )
+    result = await run(client_for(provider, style), "go", stream=True, tools=[lookup])
+    assert provider.holds == [True]  # the call had started while the response was still open
+    assert [r.output for r in result.tool_calls] == ["A", "B"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_code_mode_end_to_end(provider: FakeProvider, probe: Probe, style: str) -> None:
+    read = probe.tool("read")
+    program = (
+        "import asyncio\n"
+        "r = await asyncio.gather(*[tools.read({'id': f'r{i}'}) for i in range(4)])\n"
+        "print(len(r))\nr"
+    )
+    provider.script(
+        Turn(calls=[("call_9", "run_code", {"code": program, "description": "Read four things."})]),
+        Turn(text="read them"),
+    )
+    result = await run(
+        client_for(provider, style, code_mode="code"), "go", stream=False, tools=[read]
+    )
+    sent_tools = provider.requests[0]["tools"]
+    names = [t["function"]["name"] if style == "openai" else t["name"] for t in sent_tools]
+    assert names == ["run_code"]
+    assert result.tool_calls[0].name == "run_code" and not result.tool_calls[0].is_error
+    assert '"result": ["r0", "r1", "r2", "r3"]' in result.tool_calls[0].output
+    assert probe.starts() == ["r0", "r1", "r2", "r3"]
+    audit = [e.data["id"] for e in result.session.events if e.type == "tool_call"]
+    assert audit == [f"call_9:code:{i}" for i in range(1, 5)]
+    roles = [m.get("role") for m in result.session.messages()]
+    assert roles == ["user", "assistant", "tool", "assistant"]  # sub-calls add no messages
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_direct_calls_collapse_under_code_mode(
+    provider: FakeProvider, probe: Probe, style: str
+) -> None:
+    hooked: list[str] = []
+
+    def before(name: str, args: Any, ctx: Any) -> None:
+        hooked.append(name)
+
+    provider.script(Turn(calls=[("c1", "read", {"id": "x"})]), Turn(text="ok"))
+    client = client_for(provider, style, code_mode="code", hooks=ToolHooks(before=[before]))
+    result = await client.run("go", tools=[probe.tool("read")])
+    record = result.tool_calls[0]
+    assert (
+        record.is_error and "Call 'run_code'" in record.output and 'tools["read"]' in record.output
+    )
+    assert probe.log == [] and hooked == []
+
+
+async def test_max_turns_stops_an_endless_run(provider: FakeProvider, probe: Probe) -> None:
+    provider.script(*[Turn(calls=[(f"c{i}", "read", {"id": str(i)})]) for i in range(5)])
+    result = await client_for(provider, "openai", max_turns=2).run("go", tools=[probe.tool("read")])
+    assert result.status == "incomplete" and result.turns == 2
+    assert len(provider.requests) == 2
+
+
+async def test_invalid_argument_json_is_an_error_result_and_the_loop_goes_on(
+    provider: FakeProvider, probe: Probe
+) -> None:
+    provider.script(
+        Turn(calls=[("c1", "read", '{"id": "x",'), ("c2", "read", {"id": "y"})]), Turn(text="ok")
+    )
+    result = await client_for(provider, "openai").run("go", tools=[probe.tool("read")])
+    assert result.status == "done"
+    assert result.tool_calls[0].is_error and "not valid JSON" in result.tool_calls[0].output
+    assert result.tool_calls[0].arguments == '{"id": "x",'
+    assert (result.tool_calls[1].output, result.tool_calls[1].is_error) == ("y", False)
+    assert probe.starts() == ["y"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_401_names_the_key_variables(provider: FakeProvider, style: str) -> None:
+    provider.script(Turn(status=401))
+    with pytest.raises(ProviderError, match="API key was refused") as info:
+        await client_for(provider, style, retries=0).run("hi")
+    assert info.value.status == 401
+    assert ("OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY") in str(info.value)
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_429_is_retried_by_the_sdk(provider: FakeProvider, style: str) -> None:
+    provider.script(Turn(status=429), Turn(text="hello"))
+    result = await client_for(provider, style, retries=2).run("hi")
+    assert result.text == "hello" and len(provider.requests) == 2
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_500_after_retries_is_a_provider_error(provider: FakeProvider, style: str) -> None:
+    provider.script(Turn(status=500))
+    with pytest.raises(ProviderError) as info:
+        await client_for(provider, style, retries=0).run("hi")
+    assert info.value.status == 500 and "scripted 500" in str(info.value)
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_a_malformed_body_is_a_provider_error(provider: FakeProvider, style: str) -> None:
+    provider.script(Turn(raw="this is not json"))
+    with pytest.raises(ProviderError, match="not JSON"):
+        await client_for(provider, style, retries=0).run("hi")
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_connection_refused_names_the_url(style: str) -> None:
+    closed = FakeProvider().start()
+    url = closed.url
+    closed.stop()
+    base = url + "/v1" if style == "openai" else url
+    client = create_client(base_url=base, model="m", style=style, api_key="k", retries=0)
+    with pytest.raises(ProviderError, match="could not reach the model at") as info:
+        await client.run("hi")
+    assert info.value.status is None and url in str(info.value)
+
+
+async def test_cancelling_a_run_leaves_a_balanced_transcript(
+    provider: FakeProvider, probe: Probe
+) -> None:
+    provider.script(
+        Turn(calls=[("c1", "read", {"id": "a"}), ("c2", "read", {"id": "b", "gate": "never"})])
+    )
+    session = Session()
+    task = asyncio.ensure_future(
+        client_for(provider, "openai").run("go", tools=[probe.tool("read")], session=session)
+    )
+    for _ in range(1000):  # until the gated call is running (the probe has no event for it)
+        if "b" in probe.active:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert probe.active == set()  # the in-flight tool was cancelled
+    results = [e.data for e in session.events if e.type == "tool_result"]
+    assert [(r["tool_call_id"], r["is_error"]) for r in results] == [("c1", False), ("c2", True)]
+    assert "cancelled" in results[1]["content"]
+
+
+async def test_hooks_and_approval_guard_direct_calls(provider: FakeProvider) -> None:
+    @tool(requires_approval=True)
+    def deploy(env: str) -> str:
+        """Deploy."""
+        return f"deployed {env}"
+
+    def before(name: str, args: dict[str, Any], ctx: Any) -> Any:
+        if args.get("env") == "cached":
+            return Outcome(value="from cache")
+        return {**args, "env": args["env"].upper()}
+
+    provider.script(
+        Turn(calls=[("c1", "deploy", {"env": "staging"}), ("c2", "deploy", {"env": "cached"})]),
+        Turn(text="ok"),
+    )
+    approvals: list[tuple[str, dict[str, Any]]] = []
+
+    def approve(name: str, args: dict[str, Any]) -> bool:
+        approvals.append((name, args))
+        return True
+
+    client = client_for(
+        provider, "anthropic", hooks=ToolHooks(before=[before]), approval_handler=approve
+    )
+    result = await client.run("go", tools=[deploy])
+    assert [r.output for r in result.tool_calls] == ["deployed STAGING", "from cache"]
+    assert approvals == [("deploy", {"env": "staging"}), ("deploy", {"env": "cached"})]
+    provider.script(Turn(calls=[("c3", "deploy", {"env": "prod"})]), Turn(text="ok"))
+    refused = await client_for(provider, "anthropic").run("go", tools=[deploy])
+    assert refused.tool_calls[0].is_error and "needs approval" in refused.tool_calls[0].output
+
+
+async def test_denied_tools_are_not_offered(provider: FakeProvider, probe: Probe) -> None:
+    provider.script(Turn(calls=[("c1", "write", {"id": "w"})]), Turn(text="ok"))
+    client = client_for(provider, "openai", permissions=PermissionPolicy(deny=["write"]))
+    result = await client.run(
+        "go", tools=[probe.tool("read"), probe.tool("write", read_only=False)]
+    )
+    assert [t["function"]["name"] for t in provider.requests[0]["tools"]] == ["read"]
+    assert result.tool_calls[0].is_error and "unknown tool 'write'" in result.tool_calls[0].output
+    assert probe.log == []
+
+
+async def test_request_params_system_prompt_and_history_reach_the_wire(
+    provider: FakeProvider,
+) -> None:
+    provider.script(Turn(text="a"), Turn(text="b"))
+    client = client_for(
+        provider, "openai", system_prompt="be brief", request_params={"temperature": 0.1}
+    )
+    first = await client.run("one")
+    await client.run("two", history=first.messages)
+    body = provider.requests[1]
+    assert body["temperature"] == 0.1
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
+    anthropic = client_for(provider, "anthropic", system_prompt="be brief")
+    provider.script(Turn(text="c"))
+    await anthropic.run("three")
+    assert (
+        provider.requests[2]["system"] == "be brief" and provider.requests[2]["max_tokens"] == 4096
+    )
+
+
+def test_seed_002_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+    from toolnexus import create_client as top_level
+
+    client = top_level(
+        base_url="https://openrouter.ai/api/v1",
+        style="openai",
+        model="openai/gpt-4o-mini",
+        max_tool_concurrency=4,
+    )
+    assert client.model == "openai/gpt-4o-mini" and client.style_name == "openai"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"style": "gemini"}, "style must be one of"),
+        ({"max_turns": 0}, "max_turns must be a positive integer"),
+        ({"code_mode": "sometimes"}, "code mode must be one of"),
+        ({"timeout": -1}, "timeout must be a positive number"),
+        ({"model": ""}, "model must be a non-empty string"),
+    ],
+)
+def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:
+    base = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": "k"}
+    with pytest.raises(ConfigurationError, match=message):
+        create_client(**{**base, **options})
+
+
+def test_a_missing_key_names_the_variables_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(ConfigurationError, match="OPENROUTER_API_KEY, ANTHROPIC_API_KEY"):
+        create_client(base_url="http://127.0.0.1:9", model="m", style="anthropic")
