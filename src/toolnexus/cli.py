@@ -1,0 +1,297 @@
+"""The ``toolnexus`` command: run a Code Mode program, print an SDK, or chat with a model.
+
+    toolnexus run-code FILE [--language python|javascript] [--tools MODULE:ATTR] [--max-parallel N]
+    toolnexus sdk [--language L] [--tools MODULE:ATTR]
+    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--tools MODULE:ATTR]
+
+``--tools`` names a list of tools (or a ``Toolkit``, or a function returning either) as
+``package.module:ATTR`` or ``path/to/file.py:ATTR``. Errors are one line on stderr and exit
+status 2 (usage) or 1 (the run failed); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import importlib
+import importlib.util
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from toolnexus.codemode import render_sdk, run_program
+from toolnexus.errors import ToolnexusError
+from toolnexus.tools import Tool, Toolkit
+
+__all__ = ["main"]
+
+LANGUAGE_OF_SUFFIX = {".py": "python", ".js": "javascript", ".mjs": "javascript"}
+
+
+class UsageError(Exception):
+    """A bad command line; reported in one line, exit status 2."""
+
+
+# -- loading tools -----------------------------------------------------------------------------
+
+
+def load_tools(spec: str | None) -> list[Tool]:
+    """The tools named by ``MODULE:ATTR`` or ``FILE.py:ATTR`` (none when ``spec`` is None)."""
+    if spec is None:
+        return []
+    target, _, attribute = spec.rpartition(":")
+    if not target or not attribute:
+        raise UsageError(
+            f"--tools must look like package.module:TOOLS or file.py:TOOLS, got {spec!r}"
+        )
+    module = _import(target)
+    try:
+        value = getattr(module, attribute)
+    except AttributeError:
+        raise UsageError(f"--tools: {target} has no attribute {attribute!r}") from None
+    if callable(value) and not isinstance(value, Tool):
+        value = value()
+    items = list(value) if isinstance(value, (list, tuple, Toolkit)) else [value]
+    bad = [item for item in items if not isinstance(item, Tool)]
+    if bad:
+        raise UsageError(f"--tools: {spec} must be toolnexus Tools, found {bad[0]!r}")
+    return items
+
+
+def _import(target: str) -> Any:
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise UsageError(f"--tools: no file {target}")
+        loaded = importlib.util.spec_from_file_location(path.stem, path)
+        if loaded is None or loaded.loader is None:
+            raise UsageError(f"--tools: cannot import {target}")
+        module = importlib.util.module_from_spec(loaded)
+        sys.modules[path.stem] = module
+        loaded.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(target)
+    except ImportError as exc:
+        raise UsageError(f"--tools: cannot import {target}: {exc}") from None
+
+
+# -- run-code: watching calls -----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CallSpan:
+    """One tool call as the timeline shows it (times in seconds since the run started)."""
+
+    seq: int
+    name: str
+    arguments: dict[str, Any]
+    start: float
+    end: float | None = None
+    failed: bool = False
+
+
+class Watch:
+    """Records when each tool call ran, for the live view and the timeline."""
+
+    def __init__(self) -> None:
+        self.origin = time.perf_counter()
+        self.spans: list[CallSpan] = []
+
+    def now(self) -> float:
+        return time.perf_counter() - self.origin
+
+    def wrap(self, tool: Tool) -> Tool:
+        """``tool``, reporting its starts and ends here."""
+
+        async def execute(args: dict[str, Any], ctx: Any) -> Any:
+            span = CallSpan(len(self.spans) + 1, tool.name, args, self.now())
+            self.spans.append(span)
+            try:
+                return await tool.invoke(args, ctx)
+            except BaseException:
+                span.failed = True
+                raise
+            finally:
+                span.end = self.now()
+
+        return dataclasses.replace(tool, execute=execute)
+
+    def in_flight(self) -> Table:
+        table = Table(title="tool calls in flight", expand=False)
+        for column in ("#", "tool", "arguments", "running for"):
+            table.add_column(column)
+        for span in self.spans:
+            if span.end is None:
+                args = json.dumps(span.arguments, ensure_ascii=False)
+                running = f"{(self.now() - span.start) * 1000:.0f} ms"
+                table.add_row(str(span.seq), span.name, args[:60], running)
+        return table
+
+    def timeline(self, width: int = 40) -> Table:
+        total = max([s.end or s.start for s in self.spans], default=0.0) or 1.0
+        table = Table(title="timeline (each bar: when the call ran)")
+        for column in ("#", "tool", "start", "end", ""):
+            table.add_column(column)
+        for span in self.spans:
+            end = span.end if span.end is not None else total
+            left = int(span.start / total * width)
+            length = max(int((end - span.start) / total * width), 1)
+            bar = " " * left + ("x" if span.failed else "█") * length
+            table.add_row(
+                str(span.seq), span.name, f"{span.start * 1000:.0f} ms", f"{end * 1000:.0f} ms", bar
+            )
+        return table
+
+    def overlapping(self) -> list[list[int]]:
+        """Groups of calls that ran at the same time, in start order."""
+        groups: list[list[int]] = []
+        group_end = -1.0
+        for span in sorted(self.spans, key=lambda s: s.start):
+            end = span.end if span.end is not None else float("inf")
+            if groups and span.start < group_end:
+                groups[-1].append(span.seq)
+                group_end = max(group_end, end)
+            else:
+                groups.append([span.seq])
+                group_end = end
+        return groups
+
+
+def read_program(name: str) -> tuple[str, str]:
+    """The program's source and language (from the file name unless ``--language`` says)."""
+    path = Path(name)
+    if not path.is_file():
+        raise UsageError(f"no program file {name}")
+    return path.read_text(encoding="utf-8"), LANGUAGE_OF_SUFFIX.get(path.suffix, "python")
+
+
+async def run_code_command(
+    args: argparse.Namespace, code: str, language: str, console: Console
+) -> int:
+    watch = Watch()
+    tools = [watch.wrap(t) for t in load_tools(args.tools)]
+    run = asyncio.ensure_future(
+        run_program(code, tools, language=language, max_parallel=args.max_parallel)
+    )
+    with Live(watch.in_flight(), console=console, refresh_per_second=12, transient=True) as live:
+        while not run.done():
+            live.update(watch.in_flight())
+            await asyncio.wait({run}, timeout=0.05)
+    out = run.result()
+    if watch.spans:
+        console.print(watch.timeline())
+        groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
+        console.print(f"what ran together: {groups}")
+    for line in out.get("logs", []):
+        console.print(f"log: {line}" if isinstance(line, str) else f"stderr: {line['stderr']}")
+    if "error" in out:
+        console.print(f"[bold red]error ({out['error']['kind']}):[/] {out['error']['message']}")
+        console.print_json(json.dumps(out["calls"]))
+        return 1
+    console.print("result:")
+    console.print_json(json.dumps(out["result"]))
+    return 0
+
+
+# -- sdk, chat --------------------------------------------------------------------------------
+
+
+def sdk_command(args: argparse.Namespace, console: Console) -> int:
+    print(render_sdk(args.language, load_tools(args.tools)))
+    return 0
+
+
+async def chat_command(args: argparse.Namespace, console: Console) -> int:
+    from toolnexus.client import create_client
+
+    client = create_client(
+        base_url=args.base_url,
+        model=args.model,
+        style=args.style,
+        api_key=args.api_key,
+        code_mode=args.code_mode,
+        max_tool_concurrency=args.max_parallel,
+    )
+    tools = load_tools(args.tools)
+    history: list[dict[str, Any]] = []
+    console.print("[dim]toolnexus chat: an empty line or end of input quits[/]")
+    while True:
+        try:
+            prompt = (await asyncio.to_thread(input, "> ")).strip()
+        except EOFError:
+            break
+        if not prompt:
+            break
+        async for event in client.stream(prompt, tools=tools, history=history):
+            if event.type == "text":
+                console.print(event.text, end="")
+            elif event.type == "tool_call":
+                console.print(f"\n[cyan]→ {event.call.name}[/] {event.call.arguments}")
+            elif event.type == "tool_result":
+                mark = "[red]✗[/]" if event.record.is_error else "[green]✓[/]"
+                console.print(f"{mark} {event.record.name}: {event.record.output[:200]}")
+            elif event.type == "done":
+                history = event.result.messages
+                console.print()
+    return 0
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolnexus", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run-code", help="run a Code Mode program against a tool set")
+    run.add_argument("file", help="the program (.py runs in Monty, .js in V8)")
+    run.add_argument("--language", choices=["python", "javascript"])
+    run.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    run.add_argument("--max-parallel", type=int, default=10)
+    sdk = commands.add_parser("sdk", help="print the SDK a model would see")
+    sdk.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
+    sdk.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    chat = commands.add_parser("chat", help="chat with a model that can call tools")
+    chat.add_argument("--base-url", required=True)
+    chat.add_argument("--model", required=True)
+    chat.add_argument("--style", default="openai", choices=["openai", "anthropic"])
+    chat.add_argument("--code-mode", choices=["native", "code", "both"])
+    chat.add_argument(
+        "--api-key", help="else OPENROUTER_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY"
+    )
+    chat.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    chat.add_argument("--max-parallel", type=int)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    console = Console()
+    try:
+        if args.command == "run-code":
+            code, language = read_program(args.file)
+            return asyncio.run(run_code_command(args, code, args.language or language, console))
+        if args.command == "sdk":
+            return sdk_command(args, console)
+        return asyncio.run(chat_command(args, console))
+    except UsageError as exc:
+        console.print(f"[red]toolnexus: {exc}[/]", highlight=False)
+        return 2
+    except ToolnexusError as exc:
+        console.print(f"[red]toolnexus: {exc}[/]", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
