@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,6 +23,7 @@ class Turn:
         raw: Answer 200 with this body verbatim (a malformed response).
         hold_after_first_call: While streaming, wait for this event after the first call's
             arguments are complete and before sending the rest of the response.
+        delay: Seconds to wait before answering (a model's latency).
     """
 
     text: str = ""
@@ -29,6 +31,7 @@ class Turn:
     status: int | None = None
     raw: str | None = None
     hold_after_first_call: threading.Event | None = None
+    delay: float = 0.0
 
 
 def _arguments(args: Any) -> str:
@@ -59,6 +62,8 @@ class FakeProvider:
                 provider.paths.append(self.path)
                 provider.headers.append(dict(self.headers))
                 turn = provider.turns.pop(0) if provider.turns else Turn(text="(no more turns)")
+                if turn.delay:
+                    time.sleep(turn.delay)
                 anthropic = self.path.endswith("/messages")
                 if turn.status is not None:
                     error = {"error": {"type": "error", "message": f"scripted {turn.status}"}}
