@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))  # the scripted endpoint
-from fake_provider import FakeProvider, Turn  # noqa: E402
-
-from toolnexus import ToolHints, create_client, tool  # noqa: E402
+from fake_provider import FakeProvider, Turn
+from toolnexus import ToolHints, create_client, tool
 
 LATENCY = 0.3
 READS = 20
