@@ -1,4 +1,4 @@
-"""The ``toolnexus`` command, run as a real subprocess."""
+"""The ``toolnexus`` command: in-process through ``main()``, and once as a real subprocess."""
 
 from __future__ import annotations
 
@@ -6,18 +6,21 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fake_provider import FakeProvider, Turn
+from toolnexus.cli import main
 from toolnexus.codemode import render_sdk
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE_TOOLS = f"{ROOT / 'examples' / 'tools.py'}:TOOLS"
 
 
-def toolnexus(
+def subprocess_toolnexus(
     *args: str, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "toolnexus.cli", *args]
@@ -27,7 +30,44 @@ def toolnexus(
     )
 
 
-def test_run_code_runs_the_example_and_shows_what_ran_together() -> None:
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+
+
+@pytest.fixture
+def toolnexus(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run ``main(args)`` in this process; ``stdin`` lines answer ``input()``."""
+
+    def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> Done:
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        lines = stdin.splitlines()
+
+        def fake_input(prompt: str = "") -> str:
+            if not lines:
+                raise EOFError
+            return lines.pop(0)
+
+        monkeypatch.setattr("builtins.input", fake_input)
+        capsys.readouterr()
+        code = main(list(args))
+        return Done(code, capsys.readouterr().out)
+
+    return run
+
+
+def test_the_installed_entry_point_runs_the_quick_start_job() -> None:
+    done = subprocess_toolnexus(
+        "run-code", str(ROOT / "examples/programs/research.py"), "--tools", EXAMPLE_TOOLS
+    )
+    assert done.returncode == 0, done.stderr
+    assert "what ran together: [1]  ->  [2 3 4]  ->  [5]" in done.stdout
+    assert done.stderr == ""
+
+
+def test_run_code_runs_the_example_and_shows_what_ran_together(toolnexus: Any) -> None:
     done = toolnexus(
         "run-code", str(ROOT / "examples/programs/research.py"), "--tools", EXAMPLE_TOOLS
     )
@@ -37,7 +77,7 @@ def test_run_code_runs_the_example_and_shows_what_ran_together() -> None:
     assert "log: found: audit, code-mode, sandbox" in done.stdout
 
 
-def test_run_code_in_javascript() -> None:
+def test_run_code_in_javascript(toolnexus: Any) -> None:
     done = toolnexus(
         "run-code", str(ROOT / "examples/programs/research.js"), "--tools", EXAMPLE_TOOLS
     )
@@ -45,7 +85,7 @@ def test_run_code_in_javascript() -> None:
     assert "what ran together: [1]  ->  [2 3 4]  ->  [5]" in done.stdout
 
 
-def test_a_failing_program_exits_1_with_its_error_and_calls(tmp_path: Path) -> None:
+def test_a_failing_program_exits_1_with_its_error_and_calls(toolnexus: Any, tmp_path: Path) -> None:
     program = tmp_path / "bad.py"
     program.write_text("await tools.read_doc({'name': 'nope'})\n")
     done = toolnexus("run-code", str(program), "--tools", EXAMPLE_TOOLS)
@@ -72,14 +112,16 @@ def test_a_failing_program_exits_1_with_its_error_and_calls(tmp_path: Path) -> N
         ),
     ],
 )
-def test_usage_errors_are_one_line_and_exit_2(args: list[str], message: str) -> None:
+def test_usage_errors_are_one_line_and_exit_2(
+    toolnexus: Any, args: list[str], message: str
+) -> None:
     done = toolnexus(*args)
     assert done.returncode == 2
     assert message in done.stdout
-    assert "Traceback" not in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout
 
 
-def test_sdk_prints_what_the_model_would_see() -> None:
+def test_sdk_prints_what_the_model_would_see(toolnexus: Any) -> None:
     sys.path.insert(0, str(ROOT / "examples"))
     try:
         import tools as example_tools  # type: ignore[import-not-found]
@@ -98,7 +140,7 @@ def provider() -> Iterator[FakeProvider]:
     server.stop()
 
 
-def test_chat_streams_text_and_shows_tool_calls(provider: FakeProvider) -> None:
+def test_chat_streams_text_and_shows_tool_calls(toolnexus: Any, provider: FakeProvider) -> None:
     provider.script(
         Turn(text="Searching.", calls=[("c1", "search_docs", {"query": "sandbox"})]),
         Turn(text="It runs in Monty."),

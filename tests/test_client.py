@@ -349,3 +349,46 @@ def test_a_missing_key_names_the_variables_tried(monkeypatch: pytest.MonkeyPatch
         monkeypatch.delenv(variable, raising=False)
     with pytest.raises(ConfigurationError, match="OPENROUTER_API_KEY, ANTHROPIC_API_KEY"):
         create_client(base_url="http://127.0.0.1:9", model="m", style="anthropic")
+
+
+async def test_a_failing_call_never_cancels_its_siblings(
+    provider: FakeProvider, probe: Probe
+) -> None:
+    provider.script(
+        Turn(
+            calls=[
+                ("c1", "read", {"id": "a", "fail": "broken"}),
+                ("c2", "read", {"id": "b", "steps": 5}),
+            ]
+        ),
+        Turn(text="ok"),
+    )
+    result = await client_for(provider, "openai").run("go", tools=[probe.tool("read")])
+    assert [(r.output, r.is_error) for r in result.tool_calls] == [("broken", True), ("b", False)]
+
+
+async def test_code_mode_sub_calls_get_the_clients_hooks_and_policy(
+    provider: FakeProvider, probe: Probe
+) -> None:
+    seen: list[str] = []
+
+    def before(name: str, args: Any, ctx: Any) -> None:
+        seen.append(name)
+
+    program = "r = await tools.read({'id': 'x'})\ntry:\n    await tools['write']({'id': 'y'})\nexcept ToolError as e:\n    r = r + ' / ' + str(e)\nr"
+    provider.script(
+        Turn(calls=[("c1", "run_code", {"code": program, "description": "Try both."})]),
+        Turn(text="ok"),
+    )
+    client = client_for(
+        provider,
+        "openai",
+        code_mode="code",
+        hooks=ToolHooks(before=[before]),
+        permissions=PermissionPolicy(deny=["write"]),
+    )
+    result = await client.run(
+        "go", tools=[probe.tool("read"), probe.tool("write", read_only=False)]
+    )
+    assert "x / tool 'write' is denied by the permission policy" in result.tool_calls[0].output
+    assert seen == ["run_code", "read"]
