@@ -392,3 +392,29 @@ async def test_code_mode_sub_calls_get_the_clients_hooks_and_policy(
     )
     assert "x / tool 'write' is denied by the permission policy" in result.tool_calls[0].output
     assert seen == ["run_code", "read"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_stream_events_come_in_a_useful_order(
+    provider: FakeProvider, probe: Probe, style: str
+) -> None:
+    provider.script(
+        Turn(
+            text="checking both", calls=[("c1", "read", {"id": "a"}), ("c2", "read", {"id": "b"})]
+        ),
+        Turn(text="fine"),
+    )
+    events = [e async for e in client_for(provider, style).stream("go", tools=[probe.tool("read")])]
+    kinds = [e.type for e in events]
+    first_turn = kinds[: kinds.index("tool_result") + 2]
+    assert set(first_turn[: first_turn.index("tool_call")]) == {"text"}
+    assert first_turn[first_turn.index("tool_call") :] == [
+        "tool_call",
+        "tool_call",
+        "usage",
+        "tool_result",
+        "tool_result",
+    ]
+    assert [e.record.id for e in events if e.type == "tool_result"] == ["c1", "c2"]
+    assert "".join(e.text for e in events if e.type == "text") == "checking bothfine"
+    assert kinds[-2:] == ["usage", "done"] and events[-1].result.text == "fine"
