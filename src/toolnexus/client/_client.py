@@ -57,48 +57,27 @@ def _build_style(
     timeout: float | None,
     request_params: dict[str, Any],
 ) -> Style:
-    """The style object, with its official SDK client pointed at ``base_url``."""
+    """The style object, making official SDK clients pointed at ``base_url``."""
     try:
-        return _make_style(
-            style, base_url, model, api_key, system_prompt, retries, timeout, request_params
-        )
+        if style == "openai":
+            from openai import AsyncOpenAI as sdk_class
+
+            from toolnexus.client.styles._openai import OpenAIStyle as style_class
+        else:
+            from anthropic import AsyncAnthropic as sdk_class  # type: ignore[assignment]
+
+            from toolnexus.client.styles._anthropic import (  # type: ignore[assignment]
+                AnthropicStyle as style_class,
+            )
     except ImportError as exc:
         raise ConfigurationError(
             f"the {style} style needs the official {style} SDK: pip install 'toolnexus[{style}]'."
         ) from exc
 
+    def connect() -> Any:
+        return sdk_class(base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout)
 
-def _make_style(
-    style: str,
-    base_url: str,
-    model: str,
-    api_key: str,
-    system_prompt: str | None,
-    retries: int,
-    timeout: float | None,
-    request_params: dict[str, Any],
-) -> Style:
-    if style == "openai":
-        from openai import AsyncOpenAI
-
-        from toolnexus.client.styles._openai import OpenAIStyle
-
-        def openai_sdk() -> AsyncOpenAI:
-            return AsyncOpenAI(
-                base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
-            )
-
-        return OpenAIStyle(openai_sdk, model, system_prompt, request_params, base_url)
-    from anthropic import AsyncAnthropic
-
-    from toolnexus.client.styles._anthropic import AnthropicStyle
-
-    def anthropic_sdk() -> AsyncAnthropic:
-        return AsyncAnthropic(
-            base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout
-        )
-
-    return AnthropicStyle(anthropic_sdk, model, system_prompt, request_params, base_url)
+    return style_class(connect, model, system_prompt, request_params, base_url)
 
 
 @dataclass

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anthropic
-from anthropic import AsyncAnthropic
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, provider_error
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, StyleBase, Usage
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
-from toolnexus.tools import Tool
+from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
@@ -20,84 +18,48 @@ DEFAULT_MAX_TOKENS = 4096
 """Messages requires ``max_tokens``; override it with ``request_params={"max_tokens": ...}``."""
 
 
-class AnthropicStyle:
+class AnthropicStyle(StyleBase):
     """The ``"anthropic"`` style: one user message of ``tool_result`` blocks per turn."""
 
-    name: str = "anthropic"
+    name = "anthropic"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
-
-    def __init__(
-        self,
-        connect: Callable[[], AsyncAnthropic],
-        model: str,
-        system_prompt: str | None,
-        request_params: dict[str, Any],
-        base_url: str,
-    ) -> None:
-        self._connect = connect
-        self._base_url = base_url
-        self._model = model
-        self._system = system_prompt
-        self._params = request_params
+    sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        return [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in tools
-        ]
+        return Toolkit(tools).to_anthropic()
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         return [*history, {"role": "user", "content": prompt}]
 
-    def connect(self) -> AsyncAnthropic:
-        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
-        return self._connect()
-
-    async def respond(
-        self,
-        sdk: AsyncAnthropic,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        stream: bool,
-        on_text: OnText,
-        on_call: OnCall,
-    ) -> AssistantTurn:
-        try:
-            return await self._respond(
-                sdk, messages, tools, stream=stream, on_text=on_text, on_call=on_call
-            )
-        except (anthropic.APIError, json.JSONDecodeError) as exc:  # the one translation boundary
-            raise provider_error(exc, self._base_url, self.key_variables) from exc
-
-    async def _respond(
-        self,
-        sdk: AsyncAnthropic,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        stream: bool,
-        on_text: OnText,
-        on_call: OnCall,
-    ) -> AssistantTurn:
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "model": self._model,
+            "model": self.model,
             "max_tokens": DEFAULT_MAX_TOKENS,
             "messages": messages,
-            **self._params,
+            **self.request_params,
         }
-        if self._system:
-            params.setdefault("system", self._system)
+        if self.system_prompt:
+            params.setdefault("system", self.system_prompt)
         if tools:
             params["tools"] = tools
-        if not stream:
-            message = await sdk.messages.create(**params)
-            for block in message.content:
-                if block.type == "text" and block.text:
-                    await on_text(block.text)
-                elif block.type == "tool_use":
-                    await on_call(ToolCall(block.id, block.name, dict(block.input)))
-            return self._turn(message)
+        return params
+
+    async def complete(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
+        message = await sdk.messages.create(**params)
+        turn = self._turn(message)
+        if turn.text:
+            await on_text(turn.text)
+        for call in turn.calls:
+            await on_call(call)
+        return turn
+
+    async def stream(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
         async with sdk.messages.stream(**params) as events:
             async for event in events:
                 if event.type == "text":

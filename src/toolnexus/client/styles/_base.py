@@ -11,7 +11,7 @@ from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
 
-__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "Usage", "provider_error"]
+__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "StyleBase", "Usage", "provider_error"]
 
 OnText = Callable[[str], Awaitable[None]]
 """Called with each piece of assistant text as it arrives."""
@@ -102,3 +102,71 @@ def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) 
     if status is None:
         return ProviderError(None, f"could not reach the model at {base_url}: {message}")
     return ProviderError(int(status), message)
+
+
+class StyleBase:
+    """What both styles share: construction, a fresh SDK client per run, one error boundary.
+
+    Subclasses say how a request is built (``request``), answered whole (``complete``) or
+    streamed (``stream``); :meth:`respond` picks one and translates the SDK's errors.
+    """
+
+    name: str = ""
+    key_variables: tuple[str, ...] = ()
+    sdk_errors: tuple[type[Exception], ...] = ()
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        model: str,
+        system_prompt: str | None,
+        request_params: dict[str, Any],
+        base_url: str,
+    ) -> None:
+        self._connect = connect
+        self.model = model
+        self.system_prompt = system_prompt
+        self.request_params = request_params
+        self.base_url = base_url
+
+    def connect(self) -> Any:
+        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
+        return self._connect()
+
+    async def respond(
+        self,
+        sdk: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        stream: bool,
+        on_text: OnText,
+        on_call: OnCall,
+    ) -> AssistantTurn:
+        """Ask the model for its next turn; SDK errors become :class:`ProviderError`."""
+        params = self.request(messages, tools)
+        translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
+        try:
+            if stream:
+                return await self.stream(sdk, params, on_text, on_call)
+            return await self.complete(sdk, params, on_text, on_call)
+        except translated as exc:  # the one boundary where SDK errors are translated
+            raise provider_error(exc, self.base_url, self.key_variables) from exc
+
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The request body (besides streaming flags)."""
+        raise NotImplementedError
+
+    async def complete(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
+        """One whole (JSON) response."""
+        raise NotImplementedError
+
+    async def stream(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
+        """One streamed (SSE) response, reporting calls as soon as they are complete."""
+        raise NotImplementedError

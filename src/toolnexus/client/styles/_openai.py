@@ -3,99 +3,50 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import openai
-from openai import AsyncOpenAI
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, provider_error
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, StyleBase, Usage
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
-from toolnexus.tools import Tool
+from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["OpenAIStyle"]
 
 _AFTER_EVERY_INDEX = 1 << 62
 
 
-class OpenAIStyle:
+class OpenAIStyle(StyleBase):
     """The ``"openai"`` style: one ``tool`` message per call result."""
 
-    name: str = "openai"
+    name = "openai"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
-
-    def __init__(
-        self,
-        connect: Callable[[], AsyncOpenAI],
-        model: str,
-        system_prompt: str | None,
-        request_params: dict[str, Any],
-        base_url: str,
-    ) -> None:
-        self._connect = connect
-        self._base_url = base_url
-        self._model = model
-        self._system = system_prompt
-        self._params = request_params
+    sdk_errors: tuple[type[Exception], ...] = (openai.APIError,)
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in tools
-        ]
+        return Toolkit(tools).to_openai()
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
-        if self._system and not any(m.get("role") == "system" for m in history):
-            messages.append({"role": "system", "content": self._system})
+        if self.system_prompt and not any(m.get("role") == "system" for m in history):
+            messages.append({"role": "system", "content": self.system_prompt})
         messages.extend(history)
         messages.append({"role": "user", "content": prompt})
         return messages
 
-    def connect(self) -> AsyncOpenAI:
-        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
-        return self._connect()
-
-    async def respond(
-        self,
-        sdk: AsyncOpenAI,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        stream: bool,
-        on_text: OnText,
-        on_call: OnCall,
-    ) -> AssistantTurn:
-        try:
-            return await self._respond(
-                sdk, messages, tools, stream=stream, on_text=on_text, on_call=on_call
-            )
-        except (openai.APIError, json.JSONDecodeError) as exc:  # the one translation boundary
-            raise provider_error(exc, self._base_url, self.key_variables) from exc
-
-    async def _respond(
-        self,
-        sdk: AsyncOpenAI,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        stream: bool,
-        on_text: OnText,
-        on_call: OnCall,
-    ) -> AssistantTurn:
-        params: dict[str, Any] = {"model": self._model, "messages": messages, **self._params}
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": messages, **self.request_params}
         if tools:
             params["tools"] = tools
-        if stream:
-            return await self._streamed(sdk, params, on_text, on_call)
+        return params
+
+    async def complete(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
         response = await sdk.chat.completions.create(**params)
         choice = response.choices[0]
         text = choice.message.content or ""
@@ -116,8 +67,8 @@ class OpenAIStyle:
             choice.finish_reason,
         )
 
-    async def _streamed(
-        self, sdk: AsyncOpenAI, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    async def stream(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
         """Stream the response; a call is announced once a later one starts or the stream ends.
 
