@@ -7,7 +7,7 @@ from typing import Any
 
 import anthropic
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, StyleBase, Usage
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
@@ -18,7 +18,7 @@ DEFAULT_MAX_TOKENS = 4096
 """Messages requires ``max_tokens``; override it with ``request_params={"max_tokens": ...}``."""
 
 
-class AnthropicStyle(StyleBase):
+class AnthropicStyle(Style):
     """The ``"anthropic"`` style: one user message of ``tool_result`` blocks per turn."""
 
     name = "anthropic"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.tools import Tool
+from toolnexus.scheduling import ToolCall
 
-__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "StyleBase", "Usage", "provider_error"]
+__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "Usage", "provider_error"]
 
 OnText = Callable[[str], Awaitable[None]]
 """Called with each piece of assistant text as it arrives."""
@@ -45,44 +44,6 @@ class AssistantTurn:
     """The assistant message in the provider's own shape, for the transcript."""
 
 
-class Style(Protocol):
-    """A wire format: OpenAI Chat Completions or Anthropic Messages."""
-
-    name: str
-    key_variables: tuple[str, ...]
-
-    def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        """The tools as this provider declares them."""
-        ...
-
-    def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
-        """The messages of a new request: earlier history, then the user's prompt."""
-        ...
-
-    def connect(self) -> Any:
-        """A new SDK client for one run; the run closes it (``await sdk.close()``)."""
-        ...
-
-    async def respond(
-        self,
-        sdk: Any,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        *,
-        stream: bool,
-        on_text: OnText,
-        on_call: OnCall,
-    ) -> AssistantTurn:
-        """Ask the model for its next turn; report text and calls through the callbacks."""
-        ...
-
-    def results(
-        self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
-    ) -> list[dict[str, Any]]:
-        """The messages that hand the calls' results back, in emitted order."""
-        ...
-
-
 def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) -> ProviderError:
     """Translate an SDK error (openai's and anthropic's share their shape) into ProviderError.
 
@@ -104,11 +65,13 @@ def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) 
     return ProviderError(int(status), message)
 
 
-class StyleBase:
-    """What both styles share: construction, a fresh SDK client per run, one error boundary.
+class Style:
+    """A wire format the loop speaks: OpenAI Chat Completions or Anthropic Messages.
 
-    Subclasses say how a request is built (``request``), answered whole (``complete``) or
-    streamed (``stream``); :meth:`respond` picks one and translates the SDK's errors.
+    Holds what both share (construction, a fresh SDK client per run, one error boundary).
+    Subclasses say how tools are declared, how a request is built (``request``), answered whole
+    (``complete``) or streamed (``stream``), and how results go back (``results``);
+    :meth:`respond` picks one and translates the SDK's errors.
     """
 
     name: str = ""
@@ -152,6 +115,20 @@ class StyleBase:
             return await self.complete(sdk, params, on_text, on_call)
         except translated as exc:  # the one boundary where SDK errors are translated
             raise provider_error(exc, self.base_url, self.key_variables) from exc
+
+    def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        """The tools as this provider declares them."""
+        raise NotImplementedError
+
+    def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+        """The messages of a new request: earlier history, then the user's prompt."""
+        raise NotImplementedError
+
+    def results(
+        self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
+    ) -> list[dict[str, Any]]:
+        """The messages that hand the calls' results back, in emitted order."""
+        raise NotImplementedError
 
     def request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

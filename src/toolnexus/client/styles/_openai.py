@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, StyleBase, Usage
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
@@ -18,7 +18,7 @@ __all__ = ["OpenAIStyle"]
 _AFTER_EVERY_INDEX = 1 << 62
 
 
-class OpenAIStyle(StyleBase):
+class OpenAIStyle(Style):
     """The ``"openai"`` style: one ``tool`` message per call result."""
 
     name = "openai"
