@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import ToolCall
+from toolnexus.scheduling import Outcome, ToolCall
+from toolnexus.tools import Tool
 
 __all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "Usage", "provider_error"]
 
