@@ -189,7 +189,7 @@ async def _turn(
     config = run.config
     lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
     batch = TurnCalls(lane, kit, config.mode, ctx)
-    events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+    events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 
     async def on_text(text: str) -> None:
         events.put_nowait(TextDelta(text))
@@ -203,19 +203,12 @@ async def _turn(
             sdk, run.messages, definitions, stream=stream, on_text=on_text, on_call=on_call
         )
     )
+    responding.add_done_callback(lambda _: events.put_nowait(None))
     answered: list[Outcome] = []
     reply: AssistantTurn | None = None
     try:
-        while not responding.done() or not events.empty():
-            if events.empty():
-                waiting = asyncio.ensure_future(events.get())
-                await asyncio.wait({waiting, responding}, return_when=asyncio.FIRST_COMPLETED)
-                if not waiting.done():
-                    waiting.cancel()
-                    continue
-                yield waiting.result()
-            else:
-                yield events.get_nowait()
+        while (event := await events.get()) is not None:
+            yield event
         reply = responding.result()
         run.answered(reply)
         yield UsageEvent(reply.usage)
