@@ -99,11 +99,13 @@ class OpenAIStyle(Style):
                 if delta.content:
                     text_parts.append(delta.content)
                     await on_text(delta.content)
-                for piece in delta.tool_calls or []:
-                    if piece.index not in pending:
-                        await complete_before(piece.index)
-                        pending[piece.index] = ["", "", ""]
-                    entry = pending[piece.index]
+                for position, piece in enumerate(delta.tool_calls or []):
+                    # some compatible servers leave out the index: fall back to the position
+                    index = piece.index if isinstance(piece.index, int) else position
+                    if index not in pending:
+                        await complete_before(index)
+                        pending[index] = ["", "", ""]
+                    entry = pending[index]
                     entry[0] = piece.id or entry[0]
                     if piece.function is not None:
                         entry[1] = piece.function.name or entry[1]
