@@ -1,0 +1,222 @@
+"""Built-in coding tools done so far (issue 5, in progress): real files, real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolnexus.errors import ConfigurationError, ToolArgumentsError
+from toolnexus.scheduling import concurrency_mode
+from toolnexus.tools import Tool
+from toolnexus.tools.builtins._files import MAX_LINE_CHARS, file_tools
+from toolnexus.tools.builtins._grep import grep_tool
+from toolnexus.tools.builtins._root import Root
+from toolnexus.tools.builtins._session import session_tools
+from toolnexus.tools.builtins._shell import Shells, shell_tools
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Root:
+    return Root(tmp_path)
+
+
+@pytest.fixture
+def files(root: Root) -> dict[str, Tool]:
+    return {t.name: t for t in [*file_tools(root), grep_tool(root)]}
+
+
+async def call(t: Tool, **args: Any) -> Any:
+    return await t.invoke(args)
+
+
+async def test_write_read_edit_round_trip(files: dict[str, Tool], tmp_path: Path) -> None:
+    assert await call(files["write"], path="src/a.txt", content="alpha\nbeta\nbeta\n") == (
+        "wrote 16 bytes to src/a.txt"
+    )
+    assert (tmp_path / "src/a.txt").read_text() == "alpha\nbeta\nbeta\n"
+    assert (
+        await call(files["read"], path="src/a.txt") == "     1\talpha\n     2\tbeta\n     3\tbeta"
+    )
+    assert await call(files["read"], path="src/a.txt", offset=2, limit=1) == (
+        "     2\tbeta\n… (1 more lines; read with offset=3)"
+    )
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        await call(files["edit"], path="src/a.txt", old_string="beta", new_string="b")
+    await call(files["edit"], path="src/a.txt", old_string="alpha", new_string="a")
+    await call(files["edit"], path="src/a.txt", old_string="beta", new_string="b", replace_all=True)
+    assert (tmp_path / "src/a.txt").read_text() == "a\nb\nb\n"
+    with pytest.raises(ValueError, match="was not found"):
+        await call(files["edit"], path="src/a.txt", old_string="zzz", new_string="y")
+
+
+async def test_read_refuses_what_it_cannot_read(files: dict[str, Tool], tmp_path: Path) -> None:
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "long.txt").write_text("x" * (MAX_LINE_CHARS + 10))
+    with pytest.raises(ValueError, match="binary file"):
+        await call(files["read"], path="blob.bin")
+    with pytest.raises(IsADirectoryError, match="use glob"):
+        await call(files["read"], path="folder")
+    with pytest.raises(FileNotFoundError, match=r"no file nope\.txt"):
+        await call(files["read"], path="nope.txt")
+    assert (await call(files["read"], path="long.txt")).endswith("… (line cut)")
+    with pytest.raises(ToolArgumentsError, match="offset"):
+        await call(files["read"], path="long.txt", offset=0)
+
+
+@pytest.mark.parametrize("escape", ["../outside.txt", "/etc/passwd", "link/secret.txt"])
+async def test_paths_outside_the_root_are_refused(
+    files: dict[str, Tool], tmp_path: Path, escape: str
+) -> None:
+    outside = tmp_path.parent / f"outside-{tmp_path.name}"
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.txt").write_text("secret")
+    (tmp_path / "link").symlink_to(outside)
+    with pytest.raises(ValueError, match="outside the working directory"):
+        await call(files["read"], path=escape)
+    with pytest.raises(ValueError, match="outside the working directory"):
+        await call(files["write"], path=escape, content="x")
+
+
+async def test_outside_paths_are_allowed_when_the_caller_says_so(tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"elsewhere-{tmp_path.name}.txt"
+    outside.write_text("hello")
+    read = file_tools(Root(tmp_path, allow_outside=True))[0]
+    assert "hello" in await call(read, path=str(outside))
+
+
+def test_the_root_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="existing directory"):
+        Root(tmp_path / "missing")
+
+
+async def test_glob_newest_first_with_a_limit(files: dict[str, Tool], tmp_path: Path) -> None:
+    for i, name in enumerate(["old.py", "mid.py", "new.py"]):
+        (tmp_path / name).write_text("x")
+        os.utime(tmp_path / name, (1000 + i, 1000 + i))
+    assert await call(files["glob"], pattern="*.py") == "new.py\nmid.py\nold.py"
+    assert (
+        await call(files["glob"], pattern="*.py", limit=1)
+        == "new.py\n… (2 more; narrow the pattern)"
+    )
+    assert "no files match" in await call(files["glob"], pattern="*.rs")
+
+
+async def test_grep_modes_filters_and_ignores(files: dict[str, Tool], tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import os\nx = 1\nimport sys\n")
+    (tmp_path / "b.txt").write_text("import nothing\n")
+    (tmp_path / "bin.dat").write_bytes(b"import\x00")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("import git\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gen.py").write_text("import generated\n")
+    (tmp_path / ".gitignore").write_text("build/\n")
+    assert await call(files["grep"], pattern=r"^import") == "a.py\nb.txt"
+    assert await call(files["grep"], pattern=r"^import", glob="*.py", output_mode="content") == (
+        "a.py:1:import os\na.py:3:import sys"
+    )
+    assert await call(files["grep"], pattern=r"^import", output_mode="count") == "a.py: 2\nb.txt: 1"
+    assert await call(files["grep"], pattern="import", output_mode="content", limit=1) == (
+        "a.py:1:import os\n… (2 more results; narrow the pattern or raise limit)"
+    )
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        await call(files["grep"], pattern="(")
+
+
+@pytest.fixture
+async def shell(root: Root) -> Any:
+    shells = Shells()
+    yield {t.name: t for t in shell_tools(root, shells)}
+    await shells.close()
+
+
+async def test_bash_runs_in_the_root_and_reports_failures(
+    shell: dict[str, Tool], tmp_path: Path
+) -> None:
+    expected = os.path.realpath(tmp_path)
+    assert (await call(shell["bash"], command="pwd")).strip() == expected
+    out = await call(shell["bash"], command="echo oops >&2; exit 3")
+    assert "oops" in out and "(exit status 3)" in out
+
+
+async def test_bash_timeout_kills_the_whole_process_group(
+    shell: dict[str, Tool], tmp_path: Path
+) -> None:
+    marker = tmp_path / "child.pid"
+    with pytest.raises(TimeoutError, match="timeout"):
+        await call(shell["bash"], command=f"sleep 30 & echo $! > {marker}; wait", timeout=0.5)
+    child = int(await asyncio.to_thread(marker.read_text))
+    await asyncio.sleep(0.1)
+    assert not _alive(child)  # the background child died with its group
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+async def test_background_shells(shell: dict[str, Tool]) -> None:
+    started = await call(
+        shell["bash"], command="echo one; sleep 0.2; echo two; sleep 30", run_in_background=True
+    )
+    shell_id = started.split()[1]
+    await asyncio.sleep(0.5)
+    first = await call(shell["bash_output"], shell_id=shell_id)
+    assert "one" in first and "two" in first and "running" in first
+    again = await call(shell["bash_output"], shell_id=shell_id)
+    assert "one" not in again  # only what is new
+    assert await call(shell["kill_shell"], shell_id=shell_id) == f"killed {shell_id}"
+    with pytest.raises(KeyError, match="no background shell 'shell_9'"):
+        await call(shell["bash_output"], shell_id="shell_9")
+
+
+async def test_bash_output_is_capped(shell: dict[str, Tool]) -> None:
+    out = await call(shell["bash"], command="yes line | head -c 100000")
+    assert "characters cut" in out and len(out) < 31_000
+
+
+async def test_todowrite_and_question() -> None:
+    todowrite, question = session_tools(None)
+    shown = await call(
+        todowrite,
+        todos=[
+            {"content": "plan", "status": "completed"},
+            {"content": "build", "status": "in_progress"},
+            {"content": "ship", "status": "pending"},
+        ],
+    )
+    assert shown == "[x] plan\n[~] build\n[ ] ship"
+    with pytest.raises(RuntimeError, match="question is not configured"):
+        await call(question, questions=["Which file?"])
+
+    async def answer(questions: list[str]) -> list[str]:
+        return [f"answer to {q}" for q in questions]
+
+    assert await call(session_tools(answer)[1], questions=["A?", "B?"]) == [
+        "answer to A?",
+        "answer to B?",
+    ]
+
+
+def test_safety_classes_follow_seed_002(root: Root) -> None:
+    tools = {
+        t.name: t
+        for t in [
+            *file_tools(root),
+            grep_tool(root),
+            *shell_tools(root, Shells()),
+            *session_tools(None),
+        ]
+    }
+    safe = {"read", "grep", "glob", "todowrite", "question", "bash_output"}
+    for name, t in tools.items():
+        expected = "parallel" if name in safe else "exclusive"
+        assert concurrency_mode(t, {}) == expected, name
