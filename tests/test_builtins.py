@@ -219,3 +219,71 @@ def test_safety_classes_follow_seed_002(root: Root) -> None:
     for name, t in tools.items():
         expected = "parallel" if name in safe else "exclusive"
         assert concurrency_mode(t, {}) == expected, name
+
+
+@pytest.fixture
+def patch_tool(root: Root) -> Tool:
+    from toolnexus.tools.builtins._patch import apply_patch_tool
+
+    return apply_patch_tool(root)
+
+
+async def test_apply_patch_adds_updates_moves_and_deletes(patch_tool: Tool, tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("def main():\n    print('hi')\n    return 0\n")
+    (tmp_path / "old.txt").write_text("bye\n")
+    (tmp_path / "keep.py").write_text("a = 1\nb = 2\n")
+    patch = """*** Begin Patch
+*** Add File: docs/new.md
++# New
++text
+*** Update File: app.py
+@@ def main():
+ def main():
+-    print('hi')
++    print('hello')
+     return 0
+*** Update File: keep.py
+*** Move to: moved.py
+ a = 1
+-b = 2
++b = 3
+*** Delete File: old.txt
+*** End Patch"""
+    summary = await call(patch_tool, patch=patch)
+    assert summary == "A docs/new.md\nM app.py\nR keep.py -> moved.py\nD old.txt"
+    assert (tmp_path / "docs/new.md").read_text() == "# New\ntext\n"
+    assert (tmp_path / "app.py").read_text() == "def main():\n    print('hello')\n    return 0\n"
+    assert (tmp_path / "moved.py").read_text() == "a = 1\nb = 3\n"
+    assert not (tmp_path / "keep.py").exists() and not (tmp_path / "old.txt").exists()
+
+
+async def test_apply_patch_is_all_or_nothing(patch_tool: Tool, tmp_path: Path) -> None:
+    (tmp_path / "one.txt").write_text("x\n")
+    (tmp_path / "two.txt").write_text("y\n")
+    patch = """*** Begin Patch
+*** Update File: one.txt
+-x
++X
+*** Update File: two.txt
+-not there
++Z
+*** End Patch"""
+    with pytest.raises(ValueError, match=r"hunk 1 of two\.txt does not match"):
+        await call(patch_tool, patch=patch)
+    assert (tmp_path / "one.txt").read_text() == "x\n"  # the first file was not written
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ("*** Update File: a\n*** End Patch", "starts with"),
+        ("*** Begin Patch\n*** Add File: a\n+x", "ends with"),
+        ("*** Begin Patch\n*** End Patch", "changes no file"),
+        ("*** Begin Patch\n*** Add File: a\nx\n*** End Patch", "starts with '\\+'"),
+        ("*** Begin Patch\n*** Move to: b\n*** End Patch", "must follow"),
+        ("*** Begin Patch\n*** Delete File: missing.txt\n*** End Patch", "no such file"),
+    ],
+)
+async def test_apply_patch_errors_are_clear(patch_tool: Tool, patch: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        await call(patch_tool, patch=patch)
