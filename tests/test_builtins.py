@@ -287,3 +287,140 @@ async def test_apply_patch_is_all_or_nothing(patch_tool: Tool, tmp_path: Path) -
 async def test_apply_patch_errors_are_clear(patch_tool: Tool, patch: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         await call(patch_tool, patch=patch)
+
+
+async def test_notebook_edit_replaces_inserts_and_deletes(root: Root, tmp_path: Path) -> None:
+    import nbformat
+
+    from toolnexus.tools.builtins._notebook import notebook_tool
+
+    notebook = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("print(1)")
+    code.outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Title"), code]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(notebook, str(path))
+    edit = notebook_tool(root)
+    await call(edit, path="nb.ipynb", cell_index=1, new_source="print(2)")
+    await call(
+        edit,
+        path="nb.ipynb",
+        cell_index=1,
+        new_source="## Section",
+        cell_type="markdown",
+        edit_mode="insert",
+    )
+    assert (
+    assert (await call(edit, path="nb.ipynb", cell_index=0, edit_mode="delete")) == (
+        "deleted cell 0 of nb.ipynb (now 2 cells)"
+    )
+    )
+    cells = nbformat.read(str(path), as_version=4).cells
+    assert [(c.cell_type, c.source) for c in cells] == [
+        ("markdown", "## Section"),
+        ("code", "print(2)"),
+    ]
+    assert cells[1].outputs == []  # stale outputs are dropped with the old source
+    with pytest.raises(IndexError, match="out of range"):
+        await call(edit, path="nb.ipynb", cell_index=5, new_source="x")
+    with pytest.raises(ValueError, match="needs cell_type"):
+        await call(edit, path="nb.ipynb", cell_index=0, new_source="x", edit_mode="insert")
+    with pytest.raises(ValueError, match="not a notebook"):
+        await call(edit, path="nb.txt", cell_index=0)
+
+
+@pytest.fixture
+def web_server() -> Any:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    pages = {
+        "/page": (
+            "text/html",
+            b"<html><body><h1>Hello</h1><p>A <b>bold</b> claim.</p><script>x()</script></body></html>",
+        ),
+        "/plain": ("text/plain", b"just text"),
+        "/image": ("image/png", b"\x89PNG"),
+        "/huge": ("text/plain", b"x" * 3_000_000),
+        "/search": (
+            "application/json",
+            json.dumps(
+                {
+                    "results": [
+                        {
+                            "title": "Toolnexus",
+                            "url": "https://example.test/t",
+                            "content": "runs tool calls",
+                        },
+                        {"title": "Other", "url": "https://example.test/o", "content": "something"},
+                    ]
+                }
+            ).encode(),
+        ),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            kind, body = pages.get(self.path.split("?")[0], ("text/plain", b""))
+            self.send_response(200 if self.path.split("?")[0] in pages else 404)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_webfetch_converts_html_and_enforces_limits(web_server: str) -> None:
+    from toolnexus.tools.builtins._web import web_tools
+
+    webfetch = web_tools(None)[0]
+    page = await call(webfetch, url=web_server + "/page")
+    assert "# Hello" in page and "**bold**" in page and "x()" not in page
+    assert await call(webfetch, url=web_server + "/plain") == "just text"
+    with pytest.raises(ValueError, match="not text"):
+        await call(webfetch, url=web_server + "/image")
+    with pytest.raises(ValueError, match="larger than"):
+        await call(webfetch, url=web_server + "/huge")
+    with pytest.raises(RuntimeError, match="HTTP 404"):
+        await call(webfetch, url=web_server + "/missing")
+    with pytest.raises(ValueError, match="http"):
+        await call(webfetch, url="file:///etc/passwd")
+
+
+async def test_websearch_backends(web_server: str) -> None:
+    from toolnexus.tools.builtins._web import web_tools
+
+    with pytest.raises(RuntimeError, match="websearch is not configured"):
+        await call(web_tools(None)[1], query="x")
+    searxng = await call(web_tools(web_server)[1], query="toolnexus", limit=1)
+    assert searxng == "1. Toolnexus\n   https://example.test/t\n   runs tool calls"
+
+    def backend(query: str, limit: int) -> list[dict[str, Any]]:
+        return [{"title": f"{query} {i}", "url": f"u{i}", "snippet": ""} for i in range(5)]
+
+    assert (await call(web_tools(backend)[1], query="q", limit=2)).count("\n\n") == 1
+
+
+def test_builtin_tools_are_the_fourteen_with_seed_002_classes(tmp_path: Path) -> None:
+    from toolnexus.tools.builtins import builtin_tools
+
+    tools = builtin_tools(tmp_path)
+    safe = ["read", "grep", "glob", "webfetch", "websearch", "question", "todowrite", "bash_output"]
+    unsafe = ["bash", "write", "edit", "apply_patch", "notebook_edit", "kill_shell"]
+    assert [t.name for t in tools] == safe + unsafe
+    for t in tools:
+        assert concurrency_mode(t, {}) == ("parallel" if t.name in safe else "exclusive"), t.name
+        assert t.description and all(
+            "description" in p for p in t.input_schema.get("properties", {}).values()
+        ), t.name
+    with pytest.raises(ConfigurationError):
+        builtin_tools(tmp_path / "missing")

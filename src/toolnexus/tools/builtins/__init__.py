@@ -1,7 +1,65 @@
-"""Built-in coding tools (in progress: see issue 5).
+"""Built-in coding tools: the fourteen a coding agent uses all day, with seed 002's safety classes.
 
-Done so far, in private modules with tests: ``read``, ``write``, ``edit``, ``glob``
-(``_files.py``), ``grep`` (``_grep.py``), ``bash``, ``bash_output``, ``kill_shell``
-(``_shell.py``), ``todowrite``, ``question`` (``_session.py``). ``builtin_tools()`` is exported
-once ``apply_patch``, ``notebook_edit``, ``webfetch`` and ``websearch`` exist too.
+Safe (read-only hints, they overlap): ``read``, ``grep``, ``glob``, ``webfetch``, ``websearch``,
+``question``, ``todowrite``, ``bash_output``. Unsafe (they run alone, in order): ``bash``,
+``write``, ``edit``, ``apply_patch``, ``notebook_edit``, ``kill_shell``. See ``docs/builtins.md``.
 """
+
+from __future__ import annotations
+
+import os
+
+from toolnexus.tools._tool import Tool
+from toolnexus.tools.builtins._files import file_tools
+from toolnexus.tools.builtins._grep import grep_tool
+from toolnexus.tools.builtins._notebook import notebook_tool
+from toolnexus.tools.builtins._patch import PatchError, apply_patch_tool
+from toolnexus.tools.builtins._root import Root
+from toolnexus.tools.builtins._session import QuestionHandler, Todo, session_tools
+from toolnexus.tools.builtins._shell import Shells, shell_tools
+from toolnexus.tools.builtins._web import SearchBackend, web_tools
+
+__all__ = ["PatchError", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools"]
+
+
+def builtin_tools(
+    root: str | os.PathLike[str] = ".",
+    *,
+    question_handler: QuestionHandler | None = None,
+    search_backend: SearchBackend | None = None,
+    allow_outside_root: bool = False,
+) -> list[Tool]:
+    """The fourteen built-in tools, working under ``root``.
+
+    Args:
+        root: The working directory; file paths resolve against it and may not leave it.
+        question_handler: ``(questions) -> answers`` for the ``question`` tool (sync or async);
+            without one, ``question`` fails with a message saying so.
+        search_backend: For ``websearch``: a function ``(query, limit) -> results`` or a SearXNG
+            URL; without one, ``websearch`` fails with a message saying how to configure it.
+        allow_outside_root: Let file tools reach paths outside ``root`` (trusted local use).
+
+    Raises:
+        ConfigurationError: ``root`` is not an existing directory.
+    """
+    where = Root(root, allow_outside=allow_outside_root)
+    reading, writing, editing, finding = file_tools(where)
+    bash, bash_output, kill_shell = shell_tools(where, Shells())
+    todowrite, question = session_tools(question_handler)
+    webfetch, websearch = web_tools(search_backend)
+    return [
+        reading,
+        grep_tool(where),
+        finding,
+        webfetch,
+        websearch,
+        question,
+        todowrite,
+        bash_output,
+        bash,
+        writing,
+        editing,
+        apply_patch_tool(where),
+        notebook_tool(where),
+        kill_shell,
+    ]

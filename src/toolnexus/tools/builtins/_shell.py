@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import os
 import signal
+import weakref
 from typing import Annotated
 
 from pydantic import Field
@@ -59,12 +60,23 @@ class _Background:
         return text
 
 
+def _kill_all(shells: dict[str, _Background]) -> None:
+    for shell in shells.values():
+        if shell.process.returncode is None:
+            _kill_group(shell.process)
+
+
 class Shells:
-    """The background shells of one tool set, by id."""
+    """The background shells of one tool set, by id.
+
+    Shells still running when the tool set is garbage-collected (or at exit) are killed with
+    everything they started: a background command never outlives the tools that started it.
+    """
 
     def __init__(self) -> None:
         self._shells: dict[str, _Background] = {}
         self._ids = itertools.count(1)
+        weakref.finalize(self, _kill_all, self._shells)
 
     def add(self, process: asyncio.subprocess.Process) -> str:
         shell_id = f"shell_{next(self._ids)}"
