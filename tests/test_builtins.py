@@ -310,10 +310,8 @@ async def test_notebook_edit_replaces_inserts_and_deletes(root: Root, tmp_path: 
         cell_type="markdown",
         edit_mode="insert",
     )
-    assert (
     assert (await call(edit, path="nb.ipynb", cell_index=0, edit_mode="delete")) == (
         "deleted cell 0 of nb.ipynb (now 2 cells)"
-    )
     )
     cells = nbformat.read(str(path), as_version=4).cells
     assert [(c.cell_type, c.source) for c in cells] == [
