@@ -1,0 +1,205 @@
+"""MCP tools: the tools of Model Context Protocol servers, through the official ``mcp`` SDK.
+
+    async with mcp_servers({"mcpServers": {
+        "files": {"command": "uvx", "args": ["mcp-server-filesystem", "."]},
+        "docs": {"url": "https://example.com/mcp", "headers": {"authorization": "Bearer …"}},
+    }}) as tools:
+        result = await client.run("…", tools=[*tools, *builtin_tools()])
+
+Each server's tools are named ``<server>_<tool>`` (sanitised) with their schemas passed through.
+Annotations become :class:`ToolHints`: a ``readOnlyHint`` makes a tool safe, so it overlaps
+(seed 002). Per server, ``trust_annotations: false`` makes every tool unsafe and
+``read_only_tools: [...]`` marks named ones safe. A server that fails to start is reported (in
+``tools.failures`` and the log) and left out; the others work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolnexus.errors import ConfigurationError
+from toolnexus.tools._tool import Tool, ToolHints, ToolResult
+
+__all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
+
+logger = logging.getLogger("toolnexus.mcp")
+
+MAX_NAME = 64
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server of an ``mcpServers`` mapping.
+
+    Attributes:
+        name: The key in ``mcpServers`` (the tools' name prefix).
+        command, args, env, cwd: A server started as a subprocess, spoken to over stdio.
+        url, headers: A server reached over streamable HTTP.
+        trust_annotations: Whether its tools' annotations decide their safety.
+        read_only_tools: Tool names (the server's own) to treat as read-only regardless.
+    """
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    trust_annotations: bool = True
+    read_only_tools: tuple[str, ...] = ()
+
+
+def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
+    """The servers of ``config`` (``{"mcpServers": {...}}`` or the inner mapping).
+
+    Raises:
+        ConfigurationError: a server with neither ``command`` nor ``url``, or a bad field.
+    """
+    servers = config.get("mcpServers", config)
+    if not isinstance(servers, Mapping):
+        raise ConfigurationError("mcpServers must map server names to their settings.")
+    parsed = []
+    for name, spec in servers.items():
+        if not isinstance(spec, Mapping) or not (spec.get("command") or spec.get("url")):
+            raise ConfigurationError(
+                f"MCP server {name!r} needs a command (stdio) or a url (streamable HTTP)."
+            )
+        parsed.append(
+            ServerConfig(
+                name=str(name),
+                command=spec.get("command"),
+                args=tuple(str(a) for a in spec.get("args", ())),
+                env=dict(spec["env"]) if spec.get("env") else None,
+                cwd=spec.get("cwd"),
+                url=spec.get("url"),
+                headers=dict(spec.get("headers", {})),
+                trust_annotations=bool(spec.get("trust_annotations", True)),
+                read_only_tools=tuple(spec.get("read_only_tools", ())),
+            )
+        )
+    return parsed
+
+
+class McpTools(list[Tool]):
+    """The tools of every server that connected; ``failures`` names those that did not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: dict[str, str] = {}
+
+
+def tool_name(server: str, name: str) -> str:
+    """``<server>_<tool>``, with characters providers refuse replaced, at most 64 long."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{name}")[:MAX_NAME]
+
+
+def _hints(server: ServerConfig, tool: Any) -> ToolHints | None:
+    if tool.name in server.read_only_tools:
+        return ToolHints(read_only=True, destructive=False)
+    notes = tool.annotations
+    if not server.trust_annotations or notes is None:
+        return None  # nothing promised: the tool runs alone
+    read_only = bool(notes.read_only_hint)
+    return ToolHints(
+        read_only=read_only,
+        destructive=not read_only and notes.destructive_hint is not False,
+        idempotent=bool(notes.idempotent_hint),
+        open_world=notes.open_world_hint is not False,
+    )
+
+
+def _result(result: Any) -> Any:
+    """A ``CallToolResult`` as a value (or a failing ToolResult)."""
+    texts = [getattr(part, "text", None) for part in result.content or []]
+    text = "\n".join(t for t in texts if t is not None)
+    if result.is_error:
+        return ToolResult(output=text or "the MCP tool reported an error", is_error=True)
+    structured = result.structured_content
+    if structured is not None:
+        # a tool returning a plain value has it wrapped as {"result": value}: unwrap it
+        if isinstance(structured, dict) and list(structured) == ["result"]:
+            return structured["result"]
+        return structured
+    others = [p for p in result.content or [] if getattr(p, "text", None) is None]
+    if others and not text:
+        return [p.model_dump(mode="json", exclude_none=True) for p in others]
+    return text
+
+
+def _wrap(server: ServerConfig, session: Any, tool: Any) -> Tool:
+    remote = tool.name
+
+    async def execute(args: dict[str, Any]) -> Any:
+        return _result(await session.call_tool(remote, args))
+
+    schema = dict(tool.input_schema or {"type": "object"})
+    schema.setdefault("type", "object")
+    return Tool(
+        tool_name(server.name, remote),
+        tool.description or tool.title or "",
+        schema,
+        execute=execute,
+        hints=_hints(server, tool),
+        source="mcp",
+    )
+
+
+async def _connect(stack: contextlib.AsyncExitStack, server: ServerConfig) -> list[Tool]:
+    from mcp import ClientSession, StdioServerParameters
+
+    if server.command:
+        from mcp.client.stdio import stdio_client
+
+        parameters = StdioServerParameters(
+            command=server.command, args=list(server.args), env=server.env, cwd=server.cwd
+        )
+        read, write = await stack.enter_async_context(stdio_client(parameters))
+    else:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert server.url is not None
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=server.headers))
+        read, write = await stack.enter_async_context(
+            streamable_http_client(server.url, http_client=http)
+        )
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    listed = await session.list_tools()
+    return [_wrap(server, session, t) for t in listed.tools]
+
+
+@contextlib.asynccontextmanager
+async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
+    """Connect to every server of ``config`` and yield their tools; close them all on exit.
+
+    Raises:
+        ConfigurationError: a malformed config (before anything connects), or no ``mcp`` SDK.
+    """
+    servers = parse_config(config)
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            "MCP tools need the mcp SDK: pip install 'toolnexus[mcp]'."
+        ) from exc
+    tools = McpTools()
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers:
+            own = contextlib.AsyncExitStack()
+            try:
+                tools.extend(await _connect(own, server))
+            except Exception as exc:  # one failing server is isolated, not fatal
+                with contextlib.suppress(Exception):
+                    await own.aclose()
+                tools.failures[server.name] = f"{type(exc).__name__}: {exc}"
+                logger.warning("MCP server %r did not connect: %s", server.name, exc)
+                continue
+            stack.push_async_exit(own)
+        yield tools

@@ -1,0 +1,60 @@
+"""A real MCP server for the tests (the SDK's MCPServer), over stdio or streamable HTTP.
+
+Run: python tests/mcp_server.py [stdio | http PORT]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("test-server")
+state = {"active": 0, "peak": 0}
+
+
+async def _work(delay: float) -> None:
+    state["active"] += 1
+    state["peak"] = max(state["peak"], state["active"])
+    try:
+        await asyncio.sleep(delay)
+    finally:
+        state["active"] -= 1
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def lookup(key: str, delay: float = 0.2) -> str:
+    """Look a key up (read-only)."""
+    await _work(delay)
+    return f"value of {key}"
+
+
+@server.tool()
+async def store(key: str, delay: float = 0.2) -> str:
+    """Store a key (no annotations: unsafe)."""
+    await _work(delay)
+    return f"stored {key}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def stats(reset: bool = True) -> dict[str, int]:
+    """The most calls that ran at once since the last reset."""
+    peak = state["peak"]
+    if reset:
+        state["peak"] = 0
+    return {"peak": peak}
+
+
+@server.tool()
+def explode(message: str) -> str:
+    """Always fails."""
+    raise ValueError(message)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "http":
+        asyncio.run(server.run_streamable_http_async(port=int(sys.argv[2])))
+    else:
+        server.run("stdio")
