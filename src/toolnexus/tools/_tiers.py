@@ -1,0 +1,133 @@
+"""Tool tiers: a large tool set behind two tools, ``tool_search`` and ``call_tool``.
+
+Declaring hundreds of tools costs prompt space on every request and confuses models. With tiers
+the model sees two tools: ``tool_search(query, limit)`` (safe) finds tools by name, description
+and parameter names and returns their schemas; ``call_tool(name, arguments)`` calls one, with
+the concurrency class of the tool it calls, for those arguments (seed 002, rule 4). The called
+tool still goes through approval and hooks (``direct_dispatch``). Native mode only: Code Mode
+programs call tools directly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling import concurrency_mode
+from toolnexus.tools._tool import Tool, ToolHints
+
+__all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"]
+
+TOOL_SEARCH = "tool_search"
+CALL_TOOL = "call_tool"
+DEFAULT_THRESHOLD = 40
+
+_SEARCH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "Words describing what the tool should do."},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 50,
+            "default": 10,
+            "description": "How many tools to return at most.",
+        },
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+_CALL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "The exact name tool_search returned."},
+        "arguments": {"type": "object", "description": "The tool's arguments, per its schema."},
+    },
+    "required": ["name", "arguments"],
+    "additionalProperties": False,
+}
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if w}
+
+
+def _score(tool: Tool, words: set[str]) -> float:
+    name = _words(tool.name)
+    params = _words(" ".join(tool.input_schema.get("properties", {}) or {}))
+    description = _words(tool.description)
+    return sum(3.0 * (w in name) + 1.5 * (w in params) + 1.0 * (w in description) for w in words)
+
+
+def tool_tiers(
+    tools: Sequence[Tool], *, enabled: bool | None = None, threshold: int = DEFAULT_THRESHOLD
+) -> list[Tool]:
+    """The tools the model sees: ``tools`` as they are, or ``tool_search`` + ``call_tool``.
+
+    Args:
+        tools: The tools the model may use (already filtered by the permission policy: a tool
+            left out here is unknown to ``call_tool``).
+        enabled: ``True``/``False`` forces tiers on or off; ``None`` turns them on when there
+            are more than ``threshold`` tools.
+        threshold: The tool count above which tiers turn on by themselves (default 40).
+
+    Raises:
+        ConfigurationError: a threshold that is not a positive integer.
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise ConfigurationError(
+            f"tool_tiers threshold must be a positive integer, got {threshold!r}."
+        )
+    on = enabled if enabled is not None else len(tools) > threshold
+    if not on:
+        return list(tools)
+    registry: dict[str, Tool] = {}
+    for t in tools:
+        registry.setdefault(t.name, t)
+
+    def search(args: dict[str, Any]) -> list[dict[str, Any]]:
+        words = _words(str(args["query"]))
+        ranked = sorted(registry.values(), key=lambda t: (-_score(t, words), t.name))
+        hits = [t for t in ranked if _score(t, words) > 0][: int(args.get("limit", 10))]
+        return [t.definition() for t in hits]
+
+    def target(name: object) -> Tool:
+        tool = registry.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise LookupError(
+                f"unknown tool {name!r} (or not allowed here); use {TOOL_SEARCH} to find tools"
+            )
+        return tool
+
+    def safe(args: dict[str, Any]) -> bool:
+        tool = registry.get(args.get("name"))  # type: ignore[arg-type]
+        arguments = args.get("arguments")
+        if tool is None or not isinstance(arguments, dict):
+            return False
+        return concurrency_mode(tool, arguments) == "parallel"
+
+    async def call(args: dict[str, Any], ctx: Any) -> Any:
+        from toolnexus.codemode import direct_dispatch  # the tool's own approval and hooks
+
+        return await direct_dispatch(target(args["name"]), dict(args["arguments"]), ctx)
+
+    search_tool = Tool(
+        TOOL_SEARCH,
+        f"Search the {len(registry)} available tools by what they do; returns names, "
+        f"descriptions and input schemas. Then call one with {CALL_TOOL}.",
+        _SEARCH_SCHEMA,
+        execute=search,
+        hints=ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False),
+        source="tiers",
+    )
+    call_tool = Tool(
+        CALL_TOOL,
+        f"Call a tool found with {TOOL_SEARCH}, by its exact name, with its arguments.",
+        _CALL_SCHEMA,
+        execute=call,
+        concurrency_safe=safe,
+        source="tiers",
+    )
+    return [search_tool, call_tool]
