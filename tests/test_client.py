@@ -418,3 +418,19 @@ async def test_stream_events_come_in_a_useful_order(
     assert [e.record.id for e in events if e.type == "tool_result"] == ["c1", "c2"]
     assert "".join(e.text for e in events if e.type == "text") == "checking bothfine"
     assert kinds[-2:] == ["usage", "done"] and events[-1].result.text == "fine"
+
+
+async def test_tool_tiers_in_native_mode(provider: FakeProvider, probe: Probe) -> None:
+    provider.script(
+        Turn(calls=[("c1", "tool_search", {"query": "read"})]),
+        Turn(calls=[("c2", "call_tool", {"name": "read", "arguments": {"id": "x"}})]),
+        Turn(text="ok"),
+    )
+    client = client_for(provider, "openai", code_mode="native", tool_tiers=True)
+    result = await client.run(
+        "go", tools=[probe.tool("read"), probe.tool("write", read_only=False)]
+    )
+    sent = [t["function"]["name"] for t in provider.requests[0]["tools"]]
+    assert sent == ["tool_search", "call_tool"]
+    assert '"name": "read"' in result.tool_calls[0].output
+    assert result.tool_calls[1].output == "x" and probe.starts() == ["x"]

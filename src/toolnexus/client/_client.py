@@ -170,6 +170,7 @@ def create_client(
     request_params: Mapping[str, Any] | None = None,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
+    tool_tiers: bool | None = None,
 ) -> Client:
     """A client for one model endpoint, with the tool loop around it.
 
@@ -199,6 +200,8 @@ def create_client(
         request_params: Merged into every request body (``temperature``, ``max_tokens``, …).
         tools: Default tools for ``run``/``stream`` calls that pass none.
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
+        tool_tiers: In ``"native"`` mode, show ``tool_search`` + ``call_tool`` instead of the
+            tools (``True``), never (``False``), or above 40 tools (``None``, the default).
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
@@ -244,5 +247,6 @@ def create_client(
         approval_handler=approval_handler,
         hooks=hooks,
         deps=deps,
+        tiers=tool_tiers,
     )
     return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []))

@@ -43,6 +43,7 @@ from toolnexus.scheduling import Outcome, Scheduler, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
+from toolnexus.tools.tiers import tool_tiers
 
 __all__ = ["LoopConfig", "agent_loop"]
 
@@ -62,6 +63,7 @@ class LoopConfig:
     approval_handler: ApprovalHandler | None = None
     hooks: ToolHooks | None = None
     deps: Any = None
+    tiers: bool | None = None
     run_code_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -147,6 +149,8 @@ async def agent_loop(
         policy=config.policy,
         **config.run_code_options,
     )
+    if config.mode == "native":  # Code Mode programs call tools directly: no tiers there
+        visible = tool_tiers(visible, enabled=config.tiers)
     kit = Toolkit(visible)
     definitions = config.style.tool_definitions(visible)
     ctx = RunContext(
