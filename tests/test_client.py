@@ -434,3 +434,76 @@ async def test_tool_tiers_in_native_mode(provider: FakeProvider, probe: Probe) -
     assert sent == ["tool_search", "call_tool"]
     assert '"name": "read"' in result.tool_calls[0].output
     assert result.tool_calls[1].output == "x" and probe.starts() == ["x"]
+
+
+async def test_relay_calls_are_answered_by_the_handler(
+    provider: FakeProvider, probe: Probe
+) -> None:
+    from toolnexus.tools.relay import relay_tool
+
+    pick = relay_tool(
+        "pick_color",
+        "Ask the user for a color.",
+        {"type": "object", "properties": {"hint": {"type": "string"}}},
+    )
+    asked: list[Any] = []
+
+    async def handler(call: Any) -> str:
+        asked.append((call.name, call.arguments))
+        return "teal"
+
+    provider.script(
+        Turn(calls=[("c1", "pick_color", {"hint": "calm"}), ("c2", "read", {"id": "r"})]),
+        Turn(text="ok"),
+    )
+    result = await client_for(provider, "openai", relay_handler=handler).run(
+        "go", tools=[pick, probe.tool("read")]
+    )
+    assert [(r.name, r.output) for r in result.tool_calls] == [
+        ("pick_color", "teal"),
+        ("read", "r"),
+    ]
+    assert asked == [("pick_color", {"hint": "calm"})]
+    assert concurrency_mode_of(pick) == "parallel"
+
+
+def concurrency_mode_of(t: Any) -> str:
+    from toolnexus.scheduling import concurrency_mode
+
+    return concurrency_mode(t, {})
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_without_a_handler_the_run_is_pending_and_resumes(
+    provider: FakeProvider, probe: Probe, style: str
+) -> None:
+    from toolnexus.tools.relay import relay_tool
+
+    pick = relay_tool("pick_color", "Ask the user for a color.")
+    provider.script(
+        Turn(
+            calls=[
+                ("c1", "read", {"id": "before"}),
+                ("c2", "pick_color", {}),
+                ("c3", "read", {"id": "after"}),
+            ]
+        ),
+        Turn(text="you picked teal"),
+    )
+    client = client_for(provider, style)
+    pending = await client.run("go", tools=[pick, probe.tool("read")])
+    assert pending.status == "pending" and [c.id for c in pending.pending] == ["c2"]
+    assert [r.id for r in pending.tool_calls] == ["c1", "c3"]  # the others ran
+    assert len(provider.requests) == 1
+    with pytest.raises(ConfigurationError, match="answers are missing"):
+        await client.resume(pending, {})
+    done = await client.resume(pending, {"c2": "teal"})
+    assert done.status == "done" and done.text == "you picked teal" and done.turns == 2
+    assert [(r.id, r.output) for r in done.tool_calls] == [
+        ("c1", "before"),
+        ("c2", "teal"),
+        ("c3", "after"),
+    ]
+    assert tool_results(done, style) == [("c1", "before"), ("c2", "teal"), ("c3", "after")]
+    with pytest.raises(ConfigurationError, match="only a run with status 'pending'"):
+        await client.resume(done, {})

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
-from toolnexus.client._loop import LoopConfig, agent_loop
+from toolnexus.client._loop import LoopConfig, agent_loop, resume_loop
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
+from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
 from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
 from toolnexus.codemode.runtimes import CodeRuntime
@@ -114,6 +115,28 @@ class Client:
         assert result is not None
         return result
 
+    async def resume(self, result: RunResult, answers: Mapping[str, Any]) -> RunResult:
+        """Continue a ``"pending"`` run with the host's answers to its relay calls.
+
+        Args:
+            result: The pending :class:`RunResult`.
+            answers: One answer per pending call, by call id (a value, a ``ToolResult``, or an
+                ``Outcome``).
+
+        Raises:
+            ConfigurationError: the run is not pending, or an answer is missing.
+            ProviderError: as for :meth:`run`.
+        """
+        run = result._run
+        if result.status != "pending" or run is None:
+            raise ConfigurationError("only a run with status 'pending' can be resumed.")
+        final: RunResult | None = None
+        async for event in resume_loop(run, answers, stream=False):
+            if isinstance(event, DoneEvent):
+                final = event.result
+        assert final is not None
+        return final
+
     async def stream(
         self,
         prompt: str,
@@ -171,6 +194,7 @@ def create_client(
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
     tool_tiers: bool | None = None,
+    relay_handler: RelayHandler | None = None,
 ) -> Client:
     """A client for one model endpoint, with the tool loop around it.
 
@@ -202,6 +226,8 @@ def create_client(
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
         tool_tiers: In ``"native"`` mode, show ``tool_search`` + ``call_tool`` instead of the
             tools (``True``), never (``False``), or above 40 tools (``None``, the default).
+        relay_handler: ``(call) -> result`` (sync or async) answering relay tools' calls;
+            without one a relay call makes the run ``"pending"`` (see :meth:`Client.resume`).
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
@@ -248,5 +274,6 @@ def create_client(
         hooks=hooks,
         deps=deps,
         tiers=tool_tiers,
+        relay_handler=relay_handler,
     )
     return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []))

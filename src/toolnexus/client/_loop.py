@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,7 @@ from toolnexus.client._result import (
     ToolResultEvent,
     UsageEvent,
 )
-from toolnexus.client._turn import TurnCalls
+from toolnexus.client._turn import PENDING, RelayHandler, TurnCalls
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
     ApprovalHandler,
@@ -39,8 +39,9 @@ from toolnexus.codemode import (
     visible_tools,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
+from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall
-from toolnexus.scheduling._outcome import outcome_text
+from toolnexus.scheduling._outcome import outcome_from_value, outcome_text
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
 from toolnexus.tools.tiers import tool_tiers
@@ -64,6 +65,7 @@ class LoopConfig:
     hooks: ToolHooks | None = None
     deps: Any = None
     tiers: bool | None = None
+    relay_handler: RelayHandler | None = None
     run_code_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,11 +96,35 @@ class _Run:
         self.usage = Usage()
         self.turns = 0
         self.text = ""
+        self.kit = Toolkit([])
+        self.definitions: list[dict[str, Any]] = []
+        self.ctx = RunContext()
+        # a turn waiting for the host to answer relay calls: its calls and outcomes so far
+        self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
 
     def result(self, status: RunStatus) -> RunResult:
+        pending = []
+        if self.waiting is not None:
+            calls, outcomes, _ = self.waiting
+            pending = [c for c, o in zip(calls, outcomes, strict=True) if o is PENDING]
         return RunResult(
-            self.text, self.messages, self.records, self.turns, self.usage, status, self.session
+            self.text,
+            self.messages,
+            self.records,
+            self.turns,
+            self.usage,
+            status,
+            self.session,
+            pending,
+            self,
         )
+
+    def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
+        entry = ToolCallRecord(
+            call.id, call.name, _arguments(call), outcome_text(outcome), not outcome.ok
+        )
+        self.records.append(entry)
+        return entry
 
     def answered(self, reply: AssistantTurn) -> None:
         self.turns += 1
@@ -151,27 +177,69 @@ async def agent_loop(
     )
     if config.mode == "native":  # Code Mode programs call tools directly: no tiers there
         visible = tool_tiers(visible, enabled=config.tiers)
-    kit = Toolkit(visible)
-    definitions = config.style.tool_definitions(visible)
-    ctx = RunContext(
+    run.kit = Toolkit(visible)
+    run.definitions = config.style.tool_definitions(visible)
+    run.ctx = RunContext(
         deps=config.deps,
         policy=config.policy,
         approval_handler=config.approval_handler,
         hooks=config.hooks,
         session=run.session,
     )
+    async for event in drive(run, stream=stream):
+        yield event
+
+
+async def resume_loop(
+    run: _Run, answers: Mapping[str, Any], *, stream: bool
+) -> AsyncIterator[StreamEvent]:
+    """Continue a pending run: the host's answers complete the waiting turn, then the loop goes on.
+
+    Raises:
+        ConfigurationError: the run is not pending, or an answer is missing.
+    """
+    if run.waiting is None:
+        raise ConfigurationError("this run is not pending: there is nothing to resume.")
+    calls, outcomes, first_record = run.waiting
+    missing = [
+        c.id for c, o in zip(calls, outcomes, strict=True) if o is PENDING and c.id not in answers
+    ]
+    if missing:
+        raise ConfigurationError(f"answers are missing for the pending calls {missing}.")
+    done = [
+        outcome_from_value(c.name, answers[c.id]) if o is PENDING else o
+        for c, o in zip(calls, outcomes, strict=True)
+    ]
+    run.waiting = None
+    del run.records[first_record:]  # the turn's records again, complete and in emitted order
+    for call, before, outcome in zip(calls, outcomes, done, strict=True):
+        record = run.record(call, outcome)
+        if before is PENDING:
+            yield ToolResultEvent(record)
+    run.results(calls, done)
+    async for event in drive(run, stream=stream):
+        yield event
+
+
+async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
+    """Model turns until an answer without tools, ``max_turns``, or a pending relay call."""
+    config = run.config
     status: RunStatus = "incomplete"
     sdk = config.style.connect()
     try:
-        for turn in range(1, config.max_turns + 1):
+        while run.turns < config.max_turns:
+            turn = run.turns + 1
             run.session.log_event("turn_start", {"turn": turn})
             reply: AssistantTurn | None = None
-            async for event in _turn(run, sdk, kit, definitions, ctx, stream=stream):
+            async for event in _turn(run, sdk, stream=stream):
                 if isinstance(event, AssistantTurn):
                     reply = event
                 else:
                     yield event
             run.session.log_event("turn_end", {"turn": turn})
+            if run.waiting is not None:
+                status = "pending"
+                break
             if reply is not None and not reply.calls:
                 status = "done"
                 break
@@ -180,19 +248,11 @@ async def agent_loop(
     yield DoneEvent(run.result(status))
 
 
-async def _turn(
-    run: _Run,
-    sdk: Any,
-    kit: Toolkit,
-    definitions: list[dict[str, Any]],
-    ctx: RunContext,
-    *,
-    stream: bool,
-) -> AsyncIterator[StreamEvent | AssistantTurn]:
+async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
     lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
-    batch = TurnCalls(lane, kit, config.mode, ctx)
+    batch = TurnCalls(lane, run.kit, config.mode, run.ctx, config.relay_handler)
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 
     async def on_text(text: str) -> None:
@@ -204,7 +264,7 @@ async def _turn(
 
     responding = asyncio.ensure_future(
         config.style.respond(
-            sdk, run.messages, definitions, stream=stream, on_text=on_text, on_call=on_call
+            sdk, run.messages, run.definitions, stream=stream, on_text=on_text, on_call=on_call
         )
     )
     responding.add_done_callback(lambda _: events.put_nowait(None))
@@ -216,21 +276,22 @@ async def _turn(
         reply = responding.result()
         run.answered(reply)
         yield UsageEvent(reply.usage)
+        first_record = len(run.records)
         async for call, outcome in batch.outcomes():
             answered.append(outcome)
-            record = ToolCallRecord(
-                call.id, call.name, _arguments(call), outcome_text(outcome), not outcome.ok
-            )
-            run.records.append(record)
-            yield ToolResultEvent(record)
-        if reply.calls:
+            if outcome is not PENDING:
+                yield ToolResultEvent(run.record(call, outcome))
+        if any(o is PENDING for o in answered):
+            run.waiting = (reply.calls, answered, first_record)  # resume() carries on
+        elif reply.calls:
             run.results(reply.calls, answered)
         yield reply
     finally:
+        batch.cancel()
         if not responding.done():
             responding.cancel()
         await lane.stop()
-        if reply is not None and len(answered) < len(reply.calls):
+        if reply is not None and run.waiting is None and len(answered) < len(reply.calls):
             # cancelled mid-turn: every call the transcript holds still gets a result
             missing = reply.calls[len(answered) :]
             answered += [Outcome.failure(c.name, CANCELLED) for c in missing]

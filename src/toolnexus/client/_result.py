@@ -54,9 +54,11 @@ class RunResult:
         turns: Model round trips.
         usage: Tokens, summed over the turns.
         status: ``"done"`` (the model answered without tools), ``"incomplete"`` (``max_turns``
-            reached), or ``"pending"`` (reserved for suspended runs).
+            reached), or ``"pending"`` (a relay call waits for the host's answer).
         session: The session log: surface events for the transcript, bookkeeping events for
             turns and Code Mode sub-calls.
+        pending: When ``status`` is ``"pending"``: the relay calls waiting for the host's
+            answers (pass them to ``client.resume``).
     """
 
     text: str
@@ -66,6 +68,8 @@ class RunResult:
     usage: Usage
     status: RunStatus
     session: Session = field(repr=False)
+    pending: list[ToolCall] = field(default_factory=list)
+    _run: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall
 from toolnexus.scheduling._batch import precheck
+from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.tools import Toolkit
+from toolnexus.tools._hooks import maybe_await
+from toolnexus.tools._relay import is_relay
 
-__all__ = ["TurnCalls"]
+__all__ = ["PENDING", "RelayHandler", "TurnCalls"]
+
+
+PENDING = Outcome.failure("relay", "waiting for the host's answer")
+"""The stand-in outcome of a relay call that no handler answered: the run becomes pending."""
+
+RelayHandler = Callable[[ToolCall], Any]
+"""``handler(call) -> result`` (sync or async): answers a relay tool's call."""
 
 
 class TurnCalls:
@@ -22,13 +34,21 @@ class TurnCalls:
     still streaming its first calls may already be running.
     """
 
-    def __init__(self, lane: Scheduler, kit: Toolkit, mode: CodeMode, ctx: RunContext) -> None:
+    def __init__(
+        self,
+        lane: Scheduler,
+        kit: Toolkit,
+        mode: CodeMode,
+        ctx: RunContext,
+        relay_handler: RelayHandler | None = None,
+    ) -> None:
         self._lane = lane
         self._kit = kit
         self._mode = mode
         self._ctx = ctx
+        self._relay_handler = relay_handler
         self.calls: list[ToolCall] = []
-        self._answers: list[Ticket | Outcome] = []
+        self._answers: list[Ticket | Outcome | asyncio.Task[Outcome]] = []
 
     def submit(self, call: ToolCall) -> None:
         """Queue ``call`` (never raises)."""
@@ -41,11 +61,35 @@ class TurnCalls:
             self._answers.append(checked)
             return
         tool, args = checked
+        if is_relay(tool):  # answered by the host, not run here: no turn in the lane
+            if self._relay_handler is None:
+                self._answers.append(PENDING)
+            else:
+                self._answers.append(asyncio.ensure_future(self._relay(call, args)))
+            return
         ctx = dataclasses.replace(self._ctx, call_id=call.id)
         self._answers.append(self._lane.submit(tool, args, ctx))
+
+    async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:
+        assert self._relay_handler is not None
+        request = ToolCall(call.id, call.name, args)
+        try:
+            return outcome_from_value(call.name, await maybe_await(self._relay_handler(request)))
+        except Exception as exc:
+            return outcome_from_exception(call.name, exc)
 
     async def outcomes(self) -> AsyncIterator[tuple[ToolCall, Outcome]]:
         """Each call with its outcome, in emitted order."""
         for call, answer in zip(self.calls, self._answers, strict=True):
-            outcome = answer if isinstance(answer, Outcome) else await self._lane.wait(answer)
-            yield call, outcome
+            if isinstance(answer, Outcome):
+                yield call, answer
+            elif isinstance(answer, asyncio.Task):
+                yield call, await answer
+            else:
+                yield call, await self._lane.wait(answer)
+
+    def cancel(self) -> None:
+        """Stop waiting for relay answers (the lane is stopped by its owner)."""
+        for answer in self._answers:
+            if isinstance(answer, asyncio.Task):
+                answer.cancel()
