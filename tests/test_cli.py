@@ -128,7 +128,7 @@ def test_sdk_prints_what_the_model_would_see(toolnexus: Any) -> None:
     finally:
         sys.path.pop(0)
     for language in ("python", "typescript"):
-        done = toolnexus("sdk", "--language", language, "--tools", EXAMPLE_TOOLS)
+        done = toolnexus("sdk", "--language", language, "--tools", EXAMPLE_TOOLS, "--no-builtins")
         assert done.returncode == 0
         assert done.stdout == render_sdk(language, example_tools.TOOLS) + "\n"
 
@@ -165,3 +165,26 @@ def test_chat_streams_text_and_shows_tool_calls(toolnexus: Any, provider: FakePr
         "role": "user",
         "content": "where do programs run?",
     }
+
+
+def test_the_builtins_and_mcp_servers_are_offered_by_default(
+    toolnexus: Any, tmp_path: Path
+) -> None:
+    import json
+
+    config = tmp_path / "mcp.json"
+    server = str(ROOT / "tests" / "mcp_server.py")
+    config.write_text(
+        json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [server]}}})
+    )
+    done = toolnexus("sdk", "--mcp", str(config))
+    assert done.returncode == 0
+    for name in (
+        "async def read(",
+        "async def bash(",
+        "async def apply_patch(",
+        "async def demo_lookup(",
+    ):
+        assert name in done.stdout
+    missing = toolnexus("sdk", "--mcp", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "--mcp: cannot read" in missing.stdout

@@ -1,25 +1,28 @@
 """The ``toolnexus`` command: run a Code Mode program, print an SDK, or chat with a model.
 
-    toolnexus run-code FILE [--language python|javascript] [--tools MODULE:ATTR] [--max-parallel N]
-    toolnexus sdk [--language L] [--tools MODULE:ATTR]
-    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--tools MODULE:ATTR]
+    toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [TOOL OPTIONS]
+    toolnexus sdk [--language L] [TOOL OPTIONS]
+    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [TOOL OPTIONS]
 
-``--tools`` names a list of tools (or a ``Toolkit``, or a function returning either) as
-``package.module:ATTR`` or ``path/to/file.py:ATTR``. Errors are one line on stderr and exit
-status 2 (usage) or 1 (the run failed); never a traceback.
+TOOL OPTIONS: every command offers the built-in tools rooted at the current directory
+(``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
+``Toolkit`` or a function returning either, as ``package.module:ATTR`` or ``file.py:ATTR``), and
+those of the MCP servers in ``--mcp FILE`` (a JSON ``mcpServers`` mapping). Errors are one line
+and exit status 2 (usage) or 1 (the run failed); never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,30 @@ def _import(target: str) -> Any:
         return importlib.import_module(target)
     except ImportError as exc:
         raise UsageError(f"--tools: cannot import {target}: {exc}") from None
+
+
+@contextlib.asynccontextmanager
+async def tool_set(args: argparse.Namespace) -> AsyncIterator[list[Tool]]:
+    """The tools of a command: the built-ins rooted here (unless --no-builtins), --tools, and
+    the tools of the MCP servers in --mcp (connected for the command's lifetime)."""
+    from toolnexus.tools.builtins import builtin_tools
+
+    tools = [] if args.no_builtins else builtin_tools(Path.cwd())
+    tools += load_tools(args.tools)
+    if not args.mcp:
+        yield tools
+        return
+    from toolnexus.tools.mcp import mcp_servers
+
+    try:
+        text = await asyncio.to_thread(Path(args.mcp).read_text, encoding="utf-8")
+        config = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--mcp: cannot read {args.mcp}: {exc}") from None
+    async with mcp_servers(config) as remote:
+        for name, problem in remote.failures.items():
+            print(f"toolnexus: MCP server {name!r} is left out: {problem}", file=sys.stderr)
+        yield tools + list(remote)
 
 
 # -- run-code: watching calls -----------------------------------------------------------------
@@ -178,15 +205,18 @@ async def run_code_command(
     args: argparse.Namespace, code: str, language: str, console: Console
 ) -> int:
     watch = Watch()
-    tools = [watch.wrap(t) for t in load_tools(args.tools)]
-    run = asyncio.ensure_future(
-        run_program(code, tools, language=language, max_parallel=args.max_parallel)
-    )
-    with Live(watch.in_flight(), console=console, refresh_per_second=12, transient=True) as live:
-        while not run.done():
-            live.update(watch.in_flight())
-            await asyncio.wait({run}, timeout=0.05)
-    out = run.result()
+    async with tool_set(args) as found:
+        tools = [watch.wrap(t) for t in found]
+        run = asyncio.ensure_future(
+            run_program(code, tools, language=language, max_parallel=args.max_parallel)
+        )
+        with Live(
+            watch.in_flight(), console=console, refresh_per_second=12, transient=True
+        ) as live:
+            while not run.done():
+                live.update(watch.in_flight())
+                await asyncio.wait({run}, timeout=0.05)
+        out = run.result()
     if watch.spans:
         console.print(watch.timeline())
         groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
@@ -205,8 +235,9 @@ async def run_code_command(
 # -- sdk, chat --------------------------------------------------------------------------------
 
 
-def sdk_command(args: argparse.Namespace, console: Console) -> int:
-    print(render_sdk(args.language, load_tools(args.tools)))
+async def sdk_command(args: argparse.Namespace, console: Console) -> int:
+    async with tool_set(args) as tools:
+        print(render_sdk(args.language, tools))
     return 0
 
 
@@ -221,7 +252,11 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
         code_mode=args.code_mode,
         max_tool_concurrency=args.max_parallel,
     )
-    tools = load_tools(args.tools)
+    async with tool_set(args) as tools:
+        return await _chat(client, tools, console)
+
+
+async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
     history: list[dict[str, Any]] = []
     console.print("[dim]toolnexus chat: an empty line or end of input quits[/]")
     while True:
@@ -256,9 +291,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--language", choices=["python", "javascript"])
     run.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
     run.add_argument("--max-parallel", type=int, default=10)
+    _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
     sdk.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
     sdk.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    _tool_options(sdk)
     chat = commands.add_parser("chat", help="chat with a model that can call tools")
     chat.add_argument("--base-url", required=True)
     chat.add_argument("--model", required=True)
@@ -269,7 +306,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
     chat.add_argument("--max-parallel", type=int)
+    _tool_options(chat)
     return parser
+
+
+def _tool_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--mcp", help="a JSON file with an mcpServers mapping: their tools are added"
+    )
+    command.add_argument(
+        "--no-builtins",
+        action="store_true",
+        help="leave out the built-in tools (read, grep, bash, ...) rooted at this directory",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code, language = read_program(args.file)
             return asyncio.run(run_code_command(args, code, args.language or language, console))
         if args.command == "sdk":
-            return sdk_command(args, console)
+            return asyncio.run(sdk_command(args, console))
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
         console.print(f"[red]toolnexus: {exc}[/]", highlight=False)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
@@ -150,6 +151,16 @@ def _wrap(server: ServerConfig, session: Any, tool: Any) -> Tool:
     )
 
 
+def _server_log() -> TextIO:
+    """Where a stdio server's stderr goes: ours, or the real one when ours is not a file (a
+    captured or replaced ``sys.stderr`` has no descriptor to hand a subprocess)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr
+
+
 async def _connect(stack: contextlib.AsyncExitStack, server: ServerConfig) -> list[Tool]:
     from mcp import ClientSession, StdioServerParameters
 
@@ -159,7 +170,7 @@ async def _connect(stack: contextlib.AsyncExitStack, server: ServerConfig) -> li
         parameters = StdioServerParameters(
             command=server.command, args=list(server.args), env=server.env, cwd=server.cwd
         )
-        read, write = await stack.enter_async_context(stdio_client(parameters))
+        read, write = await stack.enter_async_context(stdio_client(parameters, _server_log()))
     else:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
