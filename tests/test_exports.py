@@ -12,6 +12,10 @@ import toolnexus.errors
 import toolnexus.scheduling
 import toolnexus.session
 import toolnexus.tools
+import toolnexus.tools.builtins
+import toolnexus.tools.mcp
+import toolnexus.tools.relay
+import toolnexus.tools.tiers
 
 EXPECTED = {
     toolnexus: [
@@ -37,6 +41,12 @@ EXPECTED = {
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Tool", "ToolHints", "ToolHooks",
         "ToolResult", "Toolkit", "tool",
     ],
+    toolnexus.tools.builtins: [
+        "PatchError", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
+    ],
+    toolnexus.tools.mcp: ["McpTools", "ServerConfig", "mcp_servers", "parse_config"],
+    toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
+    toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [
         "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
         "RunContext", "await_timeout", "bindings", "collapse_message", "collapsed",
