@@ -188,3 +188,21 @@ def test_the_builtins_and_mcp_servers_are_offered_by_default(
         assert name in done.stdout
     missing = toolnexus("sdk", "--mcp", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "--mcp: cannot read" in missing.stdout
+
+
+def test_chat_asks_before_a_call_that_changes_the_machine(
+    toolnexus: Any, provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    provider.script(
+        Turn(calls=[("c1", "write", {"path": "a.txt", "content": "x"})]),
+        Turn(text="refused, fine"),
+        Turn(calls=[("c2", "write", {"path": "b.txt", "content": "y"})]),
+        Turn(text="written"),
+    )
+    base = ["chat", "--base-url", provider.url + "/v1", "--model", "m", "--code-mode", "native"]
+    done = toolnexus(*base, stdin="write a\nn\n", env={"OPENAI_API_KEY": "k"})
+    assert done.returncode == 0 and "allow write" in done.stdout
+    assert not (tmp_path / "a.txt").exists()
+    done = toolnexus(*base, stdin="write b\ny\n", env={"OPENAI_API_KEY": "k"})
+    assert (tmp_path / "b.txt").read_text() == "y"

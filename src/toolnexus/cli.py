@@ -241,9 +241,28 @@ async def sdk_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+ASK_BEFORE = ("bash", "write", "edit", "apply_patch", "notebook_edit", "kill_shell")
+"""Built-ins that change this machine: ``chat`` asks before each call unless ``--yes``."""
+
+
+def _terminal_approval(console: Console) -> Any:
+    async def approve(name: str, args: dict[str, Any]) -> bool:
+        shown = json.dumps(args, ensure_ascii=False)[:300]
+        console.print(f"\n[yellow]allow {name} {shown}?[/] [y/N] ", end="")
+        try:
+            answer = await asyncio.to_thread(input, "")
+        except EOFError:
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
 async def chat_command(args: argparse.Namespace, console: Console) -> int:
     from toolnexus.client import create_client
+    from toolnexus.codemode import PermissionPolicy
 
+    guarded = not args.yes
     client = create_client(
         base_url=args.base_url,
         model=args.model,
@@ -251,6 +270,8 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
         api_key=args.api_key,
         code_mode=args.code_mode,
         max_tool_concurrency=args.max_parallel,
+        permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
+        approval_handler=_terminal_approval(console) if guarded else None,
     )
     async with tool_set(args) as tools:
         return await _chat(client, tools, console)
@@ -306,6 +327,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
     chat.add_argument("--max-parallel", type=int)
+    chat.add_argument(
+        "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
+    )
     _tool_options(chat)
     return parser
 
