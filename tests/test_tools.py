@@ -283,3 +283,36 @@ def test_provider_definitions() -> None:
 def test_toolkit_refuses_non_tools() -> None:
     with pytest.raises(ConfigurationError, match="decorate functions with @tool"):
         Toolkit([print])  # type: ignore[list-item]
+
+
+def test_nested_models_are_inlined_and_recursive_ones_keep_their_refs() -> None:
+    from pydantic import BaseModel
+
+    from toolnexus.tools._decorator import inline_definitions
+
+    class Point(BaseModel):
+        x: int
+        y: int
+
+    @tool
+    def plot(points: list[Point], origin: Point | None = None) -> int:
+        """Plot points."""
+        return len(points)
+
+    schema = plot.input_schema
+    assert "$defs" not in schema and "$ref" not in str(schema)
+    assert schema["properties"]["points"]["items"]["properties"]["x"] == {"type": "integer"}
+
+    recursive = {
+        "type": "object",
+        "properties": {"tree": {"$ref": "#/$defs/Node"}},
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+            }
+        },
+    }
+    flat = inline_definitions(recursive)
+    assert flat["$defs"] == recursive["$defs"]
+    assert flat["properties"]["tree"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/Node"}

@@ -110,6 +110,40 @@ def _make_execute(
     return execute_sync
 
 
+def inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its local ``$defs`` references replaced by the definitions themselves.
+
+    Why: several providers and the Code Mode SDK read a flat schema better than ``$ref``s (the
+    SDK turns a ``$ref`` into ``Any``). A recursive model cannot be flattened; its references
+    (and its ``$defs``) are kept as they are.
+    """
+    definitions = schema.get("$defs")
+    if not isinstance(definitions, dict):
+        return schema
+    recursive = False
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        nonlocal recursive
+        if isinstance(node, list):
+            return [resolve(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            key = ref.removeprefix("#/$defs/")
+            if key in seen or key not in definitions:
+                recursive = True
+                return node
+            extra = {k: v for k, v in node.items() if k != "$ref"}
+            return {**resolve(definitions[key], (*seen, key)), **resolve(extra, seen)}
+        return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+
+    flat = resolve(schema, ())
+    if recursive:
+        flat["$defs"] = definitions
+    return dict(flat)
+
+
 def _build(
     fn: Callable[..., Any],
     *,
@@ -124,7 +158,9 @@ def _build(
     tool_name = name if name is not None else fn.__name__
     try:
         model, names, takes_ctx, doc_description = _arguments_model(fn, tool_name)
-        schema = model.model_json_schema(by_alias=True, schema_generator=_ToolSchemaGenerator)
+        schema = inline_definitions(
+            model.model_json_schema(by_alias=True, schema_generator=_ToolSchemaGenerator)
+        )
     except PydanticUserError as exc:
         raise ConfigurationError(
             f"@tool '{tool_name}': a parameter type cannot be described as JSON Schema: {exc}. "
