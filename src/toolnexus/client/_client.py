@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +25,13 @@ __all__ = ["Client", "ClientStyle", "create_client"]
 ClientStyle = Literal["openai", "anthropic"]
 _STYLES: tuple[str, ...] = get_args(ClientStyle)
 DEFAULT_MAX_TURNS = 10
+_OPTION_NAMES = frozenset(
+    {
+        "base_url", "model", "style", "api_key", "max_tool_concurrency", "code_mode", "runtime",
+        "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
+        "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
+    }
+)  # fmt: skip
 
 
 def _api_key(explicit: str | None, style: str) -> str:
@@ -90,6 +99,24 @@ class Client:
     base_url: str
     _config: LoopConfig = field(repr=False)
     _tools: list[Tool] = field(default_factory=list, repr=False)
+    _options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def derive(self, **changes: Any) -> Client:
+        """A client for the same endpoint with some :func:`create_client` options changed
+        (another ``model``, ``system_prompt``, ``max_turns``, ``code_mode``, ...).
+
+        Raises:
+            ConfigurationError: as :func:`create_client` does.
+        """
+        derived = create_client(**{**self._options, **changes})
+        derived._config.request_gate = self._config.request_gate
+        return derived
+
+    def gated(self, gate: asyncio.Semaphore) -> Client:
+        """This client with every model request waiting for ``gate`` (a shared cap)."""
+        derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
+        derived._config.request_gate = gate
+        return derived
 
     async def run(
         self,
@@ -263,6 +290,7 @@ def create_client(
         timeout=timeout,
         request_params=dict(request_params or {}),
     )
+    options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,
         mode=mode,
@@ -276,4 +304,4 @@ def create_client(
         tiers=tool_tiers,
         relay_handler=relay_handler,
     )
-    return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []))
+    return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []), options)

@@ -11,6 +11,7 @@ with a result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class LoopConfig:
     deps: Any = None
     tiers: bool | None = None
     relay_handler: RelayHandler | None = None
+    request_gate: asyncio.Semaphore | None = None
     run_code_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,7 +123,12 @@ class _Run:
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
         entry = ToolCallRecord(
-            call.id, call.name, _arguments(call), outcome_text(outcome), not outcome.ok
+            call.id,
+            call.name,
+            _arguments(call),
+            outcome_text(outcome),
+            not outcome.ok,
+            outcome.metadata,
         )
         self.records.append(entry)
         return entry
@@ -262,11 +269,13 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
         batch.submit(call)  # starts now, while the response may still be streaming
         events.put_nowait(ToolCallEvent(call))
 
-    responding = asyncio.ensure_future(
-        config.style.respond(
-            sdk, run.messages, run.definitions, stream=stream, on_text=on_text, on_call=on_call
-        )
-    )
+    async def respond() -> AssistantTurn:
+        async with config.request_gate or contextlib.nullcontext():  # a shared request cap
+            return await config.style.respond(
+                sdk, run.messages, run.definitions, stream=stream, on_text=on_text, on_call=on_call
+            )
+
+    responding = asyncio.ensure_future(respond())
     responding.add_done_callback(lambda _: events.put_nowait(None))
     answered: list[Outcome] = []
     reply: AssistantTurn | None = None

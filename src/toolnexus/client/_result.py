@@ -34,6 +34,7 @@ class ToolCallRecord:
         arguments: The arguments as sent (parsed JSON, or the raw text when it was not JSON).
         output: The text handed back to the model.
         is_error: Whether the call failed.
+        metadata: What the tool reported for the host (``ToolResult.metadata``), if anything.
     """
 
     id: str
@@ -41,6 +42,7 @@ class ToolCallRecord:
     arguments: Any
     output: str
     is_error: bool
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass

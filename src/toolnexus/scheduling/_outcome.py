@@ -52,6 +52,8 @@ class Outcome:
 
     value: Any = None
     error: dict[str, str] | None = None
+    metadata: dict[str, Any] | None = None
+    """Facts for the host from a :class:`~toolnexus.tools.ToolResult`; never shown to a model."""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +121,7 @@ def outcome_from_value(tool: str, value: Any) -> Outcome:
         return Outcome.failure(tool, message)
     if isinstance(value, ToolResult):
         if value.is_error:
-            return Outcome.failure(tool, _result_text(value.output))
-        return Outcome(value=value.output)
+            failed = Outcome.failure(tool, _result_text(value.output))
+            return Outcome(error=failed.error, metadata=value.metadata)
+        return Outcome(value=value.output, metadata=value.metadata)
     return Outcome(value=value)

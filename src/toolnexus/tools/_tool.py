@@ -54,10 +54,13 @@ class ToolResult:
     Attributes:
         output: The result the model (or program) reads.
         is_error: Whether the call failed.
+        metadata: Facts for the host, not the model (a sub-agent's status and usage, say); they
+            travel with the outcome to ``RunResult.tool_calls``.
     """
 
     output: Any
     is_error: bool = False
+    metadata: dict[str, Any] | None = None
 
 
 def _default_schema() -> dict[str, Any]:

@@ -1,0 +1,366 @@
+"""The agent runtime: spawn, wake, wait, post, interrupt, close.
+
+Seed 002's background recipe needs no extra API: ``spawn`` gives a handle (and its id) at once,
+``wake`` starts a turn in the background and returns at once, and ``wait`` in a task of your own
+delivers the result; to tell the parent, ``post`` to it and ``wake`` it.
+
+Scheduling: each parent runs at most ``max_children`` children at once (extra wakes queue, first
+in, first started); the whole runtime has at most ``max_concurrent_turns`` model requests in
+flight. Budgets are checked at every turn against the agent and each of its ancestors; usage rolls
+up to every ancestor. See ``docs/agents.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolnexus.agents._definition import AgentDefinition, Budget
+from toolnexus.client import Client, Usage
+from toolnexus.errors import ConfigurationError, ProviderError, ToolnexusError
+from toolnexus.tools import Tool
+
+__all__ = ["AgentError", "AgentRuntime", "Handle", "TaskResult", "TaskStatus"]
+
+TaskStatus = Literal["done", "incomplete", "interrupted", "closed", "timeout", "error"]
+
+
+class AgentError(ToolnexusError):
+    """A runtime verb was used wrongly (unknown agent, limits, a closed handle, a full inbox)."""
+
+
+@dataclass
+class TaskResult:
+    """How an agent's wake ended."""
+
+    text: str = ""
+    status: TaskStatus = "done"
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+
+class Handle:
+    """One spawned agent. ``id`` is stable and readable: ``root/coordinator.1/researcher.2``."""
+
+    def __init__(
+        self, id: str, definition: AgentDefinition, parent: Handle | None, budget: Budget
+    ) -> None:
+        self.id = id
+        self.definition = definition
+        self.parent = parent
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.budget = budget
+        self.children: list[Handle] = []
+        self.status: Literal["idle", "queued", "running", "closed"] = "idle"
+        self.history: list[dict[str, Any]] = []
+        self.prompts: deque[str] = deque()
+        self.inbox: deque[str] = deque()
+        self.usage = Usage()
+        self.tool_calls = 0
+        self.running_children = 0
+        self.waiting_children: deque[Handle] = deque()
+        self.task_children: dict[tuple[str, str], Handle] = {}
+        self._task: asyncio.Task[TaskResult] | None = None
+        self._done: asyncio.Future[TaskResult] | None = None
+        self._last: TaskResult | None = None
+        self._closing = False
+
+    @property
+    def name(self) -> str:
+        """The agent's definition name."""
+        return self.definition.name
+
+    def lineage(self) -> list[Handle]:
+        """This handle and its ancestors, nearest first."""
+        chain: list[Handle] = []
+        node: Handle | None = self
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        return chain
+
+    def __repr__(self) -> str:
+        return f"<Handle {self.id} {self.status}>"
+
+
+def _coalesce(prompts: deque[str], inbox: deque[str]) -> str:
+    parts = list(prompts)
+    if inbox:
+        parts.append("Messages received:\n" + "\n".join(f"- {item}" for item in inbox))
+    prompts.clear()
+    inbox.clear()
+    return "\n\n".join(parts)
+
+
+class AgentRuntime:
+    """Runs agents as a tree of handles on one client.
+
+    Args:
+        agents: The definitions that may be spawned (by name).
+        client: From :func:`~toolnexus.create_client`; an agent's ``model`` overrides its model
+            on the same endpoint.
+        max_children: Running children per parent; more wakes queue (FIFO).
+        max_concurrent_turns: Model requests in flight across the runtime.
+        inbox_cap: Items a handle's inbox holds; posting to a full one is an error.
+
+    Raises:
+        ConfigurationError: duplicate or unknown agent names, or bad limits.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[AgentDefinition],
+        *,
+        client: Client,
+        max_children: int = 8,
+        max_concurrent_turns: int = 8,
+        inbox_cap: int = 8,
+    ) -> None:
+        for option, value in (
+            ("max_children", max_children),
+            ("max_concurrent_turns", max_concurrent_turns),
+            ("inbox_cap", inbox_cap),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(
+                    f"AgentRuntime {option} must be a positive integer, got {value!r}."
+                )
+        self.definitions: dict[str, AgentDefinition] = {}
+        for definition in agents:
+            if definition.name in self.definitions:
+                raise ConfigurationError(f"two agents are named {definition.name!r}.")
+            self.definitions[definition.name] = definition
+        for definition in agents:
+            unknown = [n for n in definition.team if n not in self.definitions]
+            if unknown:
+                raise ConfigurationError(
+                    f"agent {definition.name!r} has unknown team members {unknown}."
+                )
+        self.client = client
+        self.max_children = max_children
+        self.inbox_cap = inbox_cap
+        self._max_concurrent_turns = max_concurrent_turns
+        self._gate: asyncio.Semaphore | None = None
+        self._numbers = itertools.count(1)
+        everyone = AgentDefinition("root", "", team=tuple(self.definitions))
+        self.root = Handle("root", everyone, None, Budget())
+        self.trace: list[tuple[str, str]] = []  # (event, handle id): spawned, queued, started, ...
+
+    # -- verbs -----------------------------------------------------------------------------------
+
+    def spawn(self, parent: Handle, name: str, budget: Budget | None = None) -> Handle:
+        """A new child of ``parent`` running agent ``name``; returns at once.
+
+        Raises:
+            AgentError: ``name`` is not in the parent's team, the parent is closed, or a
+                children/depth budget would be exceeded.
+        """
+        self._open(parent)
+        if name not in parent.definition.team:
+            valid = ", ".join(parent.definition.team) or "none"
+            raise AgentError(f"{parent.id} cannot spawn {name!r}; its team is: {valid}")
+        for ancestor in parent.lineage():
+            limit = ancestor.budget.max_depth
+            if limit is not None and parent.depth + 1 - ancestor.depth > limit:
+                raise AgentError(
+                    f"spawning {name!r} under {parent.id} exceeds the depth budget of "
+                    f"{ancestor.id} ({limit})"
+                )
+        open_children = [c for c in parent.children if c.status != "closed"]
+        if (
+            parent.budget.max_children is not None
+            and len(open_children) >= parent.budget.max_children
+        ):
+            raise AgentError(
+                f"{parent.id} may have {parent.budget.max_children} children; close one first"
+            )
+        definition = self.definitions[name]
+        child = Handle(
+            f"{parent.id}/{name}.{next(self._numbers)}",
+            definition,
+            parent,
+            budget or definition.budget or Budget(),
+        )
+        parent.children.append(child)
+        self.trace.append(("spawned", child.id))
+        return child
+
+    def wake(self, handle: Handle, prompt: str | None = None) -> None:
+        """Start a turn of ``handle`` in the background and return at once.
+
+        A handle that is running (or queued) keeps the prompt for its next turn.
+
+        Raises:
+            AgentError: the handle is closed, or it is the runtime's root.
+        """
+        self._open(handle)
+        if handle.parent is None:
+            raise AgentError("the root is the host; wake the agents it spawned")
+        if prompt:
+            handle.prompts.append(prompt)
+        if handle.status in ("running", "queued"):
+            return
+        handle._done = asyncio.get_running_loop().create_future()
+        parent = handle.parent
+        if parent.running_children < self.max_children:
+            self._start(handle)
+        else:
+            handle.status = "queued"
+            parent.waiting_children.append(handle)
+            self.trace.append(("queued", handle.id))
+
+    async def wait(
+        self,
+        handle: Handle,
+        timeout: float | None = None,  # noqa: ASYNC109 - the verb's documented argument
+    ) -> TaskResult:
+        """The result of ``handle``'s current (or last) wake; ``timeout`` leaves it running."""
+        done = handle._done
+        if done is None:
+            return handle._last or TaskResult(status="error", error=f"{handle.id} was never woken")
+        try:
+            return await asyncio.wait_for(asyncio.shield(done), timeout)
+        except TimeoutError:
+            return TaskResult(
+                status="timeout", error=f"{handle.id} did not finish within {timeout} s"
+            )
+
+    def post(self, handle: Handle, item: Any) -> None:
+        """Put ``item`` in the handle's inbox; the next turn gets the queued items as one message.
+
+        Raises:
+            AgentError: the handle is closed, or its inbox is full (nothing is dropped silently).
+        """
+        self._open(handle)
+        if len(handle.inbox) >= self.inbox_cap:
+            raise AgentError(
+                f"the inbox of {handle.id} is full ({self.inbox_cap} items); wake it first"
+            )
+        handle.inbox.append(item if isinstance(item, str) else json.dumps(item, default=repr))
+
+    def interrupt(self, handle: Handle) -> None:
+        """Cancel the running turn of ``handle`` (its result: ``interrupted``)."""
+        if handle._task is not None and not handle._task.done():
+            handle._task.cancel()
+
+    async def close(self, handle: Handle) -> None:
+        """Close ``handle``'s children (leaves first), then ``handle``; later posts fail."""
+        if handle.status == "closed":
+            return
+        handle._closing = True
+        for child in list(handle.children):
+            await self.close(child)
+        if handle.status == "queued" and handle.parent is not None:
+            handle.parent.waiting_children.remove(handle)
+            self._finish(handle, TaskResult(status="closed"))
+        task = handle._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        handle.status = "closed"
+        self.trace.append(("closed", handle.id))
+
+    # -- running turns ---------------------------------------------------------------------------
+
+    def _open(self, handle: Handle) -> None:
+        if handle.status == "closed" or handle._closing:
+            raise AgentError(f"{handle.id} is closed")
+
+    def _start(self, handle: Handle) -> None:
+        assert handle.parent is not None
+        handle.parent.running_children += 1
+        handle.status = "running"
+        self.trace.append(("started", handle.id))
+        handle._task = asyncio.ensure_future(self._wake_cycle(handle))
+
+    async def _wake_cycle(self, handle: Handle) -> TaskResult:
+        result = TaskResult(status="error", error="no turn ran")
+        try:
+            while True:
+                message = _coalesce(handle.prompts, handle.inbox) or "Continue."
+                result = await self._turn(handle, message)
+                if result.status != "done" or not (handle.prompts or handle.inbox):
+                    break
+        except asyncio.CancelledError:  # interrupt() or close(): this task's own cancellation
+            result = TaskResult(
+                status="closed" if handle._closing else "interrupted",
+                turns=result.turns,
+                usage=result.usage,
+            )
+        self._finish(handle, result)
+        return result
+
+    def _finish(self, handle: Handle, result: TaskResult) -> None:
+        handle._last = result
+        if handle._done is not None and not handle._done.done():
+            handle._done.set_result(result)
+        self.trace.append(("finished", handle.id))
+        parent = handle.parent
+        if handle.status == "running" and parent is not None:
+            parent.running_children -= 1
+            handle.status = "idle"
+            if parent.waiting_children:
+                self._start(parent.waiting_children.popleft())
+        elif handle.status == "queued":
+            handle.status = "idle"
+
+    def _exhausted(self, handle: Handle) -> str | None:
+        for node in handle.lineage():
+            b = node.budget
+            if (
+                b.max_tokens is not None
+                and node.usage.input_tokens + node.usage.output_tokens >= b.max_tokens
+            ):
+                return f"the token budget of {node.id} ({b.max_tokens}) is used up"
+            if b.max_tool_calls is not None and node.tool_calls >= b.max_tool_calls:
+                return f"the tool-call budget of {node.id} ({b.max_tool_calls}) is used up"
+        return None
+
+    def _client_for(self, handle: Handle) -> Client:
+        definition = handle.definition
+        changes: dict[str, Any] = {"system_prompt": definition.instructions or None}
+        if definition.model:
+            changes["model"] = definition.model
+        if definition.code_mode:
+            changes["code_mode"] = definition.code_mode
+        if handle.budget.max_turns is not None:
+            changes["max_turns"] = max(handle.budget.max_turns, 1)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self._max_concurrent_turns)
+        return self.client.derive(**changes).gated(self._gate)
+
+    async def _turn(self, handle: Handle, message: str) -> TaskResult:
+        exhausted = self._exhausted(handle)
+        if exhausted:
+            return TaskResult(status="incomplete", error=exhausted)
+        tools: list[Tool] = list(handle.definition.tools)
+        if handle.definition.team:
+            from toolnexus.agents._task import task_tool
+
+            tools.append(task_tool(self, handle))
+        try:
+            run = await self._client_for(handle).run(message, tools=tools, history=handle.history)
+        except ProviderError as exc:
+            return TaskResult(status="error", error=str(exc))
+        handle.history = run.messages
+        for node in handle.lineage():  # usage rolls up to every ancestor
+            node.usage.add(run.usage)
+            node.tool_calls += len(run.tool_calls)
+        exhausted = self._exhausted(handle)
+        status: TaskStatus = "done" if run.status == "done" else "incomplete"
+        if exhausted and status == "done":
+            status = "incomplete"
+        error = (
+            exhausted
+            if status == "incomplete" and exhausted
+            else ("the turn budget (max_turns) ran out" if status == "incomplete" else None)
+        )
+        return TaskResult(run.text, status, run.turns, run.usage, error)
