@@ -47,6 +47,10 @@ class FakeProvider:
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.holds: list[bool] = []  # per hold: whether the event came before the 10 s limit
+        self.router: Any = None  # body -> Turn: answers by content instead of in script order
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._lock = threading.Lock()
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,7 +65,20 @@ class FakeProvider:
                 provider.requests.append(body)
                 provider.paths.append(self.path)
                 provider.headers.append(dict(self.headers))
-                turn = provider.turns.pop(0) if provider.turns else Turn(text="(no more turns)")
+                with provider._lock:
+                    provider.in_flight += 1
+                    provider.peak_in_flight = max(provider.peak_in_flight, provider.in_flight)
+                try:
+                    self._answer(body)
+                finally:
+                    with provider._lock:
+                        provider.in_flight -= 1
+
+            def _answer(self, body: dict[str, Any]) -> None:
+                if provider.router is not None:
+                    turn = provider.router(body)
+                else:
+                    turn = provider.turns.pop(0) if provider.turns else Turn(text="(no more turns)")
                 if turn.delay:
                     time.sleep(turn.delay)
                 anthropic = self.path.endswith("/messages")

@@ -280,6 +280,12 @@ class AgentRuntime:
         handle.status = "running"
         self.trace.append(("started", handle.id))
         handle._task = asyncio.ensure_future(self._wake_cycle(handle))
+        handle._task.add_done_callback(lambda task: self._cancelled_early(handle, task))
+
+    def _cancelled_early(self, handle: Handle, task: asyncio.Task[TaskResult]) -> None:
+        """A task cancelled before its first step never ran its own clean-up: do it here."""
+        if task.cancelled() and handle._done is not None and not handle._done.done():
+            self._finish(handle, TaskResult(status="closed" if handle._closing else "interrupted"))
 
     async def _wake_cycle(self, handle: Handle) -> TaskResult:
         result = TaskResult(status="error", error="no turn ran")
@@ -299,6 +305,8 @@ class AgentRuntime:
         return result
 
     def _finish(self, handle: Handle, result: TaskResult) -> None:
+        if handle._done is not None and handle._done.done():
+            return  # this wake already ended
         handle._last = result
         if handle._done is not None and not handle._done.done():
             handle._done.set_result(result)
