@@ -224,7 +224,7 @@ async def test_the_inbox_is_capped(provider: FakeProvider) -> None:
     h = runtime.spawn(runtime.root, "researcher")
     runtime.post(h, "a")
     runtime.post(h, {"b": 1})
-    with pytest.raises(AgentError, match="inbox of root/researcher.1 is full"):
+    with pytest.raises(AgentError, match=r"inbox of root/researcher\.1 is full"):
         runtime.post(h, "c")
     assert list(h.inbox) == ["a", '{"b": 1}']
 
@@ -266,3 +266,53 @@ async def test_task_refuses_agents_outside_the_team(provider: FakeProvider) -> N
     from toolnexus.scheduling import concurrency_mode
 
     assert concurrency_mode(task, {"agent": "anything"}) == "parallel"
+
+
+def test_the_research_team_example_runs_end_to_end(provider: FakeProvider) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def route(body: dict[str, Any]) -> Turn:
+        role = system(body)
+        tools_seen = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        if role.startswith("Research one angle"):
+            return Turn(text=f"bullets about {last(body)['content']}", delay=0.2)
+        if role.startswith("Write a clear"):
+            return Turn(text="the answer: " + last(body)["content"])
+        if not tools_seen:
+            return Turn(
+                calls=[
+                    ("a", "task", {"agent": "researcher", "prompt": "speed"}),
+                    ("b", "task", {"agent": "researcher", "prompt": "safety"}),
+                ]
+            )
+        if len(tools_seen) == 2:
+            return Turn(
+                calls=[("c", "task", {"agent": "writer", "prompt": " / ".join(tools_seen)})]
+            )
+        return Turn(text=f"FINAL {tools_seen[-1]}")
+
+    provider.router = route
+    example = Path(__file__).parent.parent / "examples" / "research_team.py"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(example),
+            "--base-url",
+            provider.url + "/v1",
+            "--model",
+            "m",
+            "--api-key",
+            "k",
+            "How?",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "FINAL the answer: bullets about speed / bullets about safety" in done.stdout
+    assert "[done;" in done.stdout and "root/coordinator.1/writer.4" in done.stdout
+    assert provider.peak_in_flight >= 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import toolnexus
+import toolnexus.agents
 import toolnexus.client
 import toolnexus.codemode
 import toolnexus.codemode.runtimes
@@ -26,6 +27,10 @@ EXPECTED = {
     toolnexus.errors: [
         "ConfigurationError", "ProviderError", "SessionError", "ToolArgumentsError", "ToolError",
         "ToolnexusError",
+    ],
+    toolnexus.agents: [
+        "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
+        "TaskStatus", "agent", "task_tool",
     ],
     toolnexus.client: [
         "Client", "ClientStyle", "DoneEvent", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
