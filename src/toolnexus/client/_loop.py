@@ -42,6 +42,7 @@ from toolnexus.codemode import (
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall
+from toolnexus.scheduling._batch import record_tool_result
 from toolnexus.scheduling._outcome import outcome_from_value, outcome_text
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
@@ -151,15 +152,7 @@ class _Run:
     def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
         self.messages.extend(self.config.style.results(calls, outcomes))
         for call, outcome in zip(calls, outcomes, strict=True):
-            self.session.append(
-                "tool_result",
-                {
-                    "tool_call_id": call.id,
-                    "name": call.name,
-                    "content": outcome_text(outcome),
-                    "is_error": not outcome.ok,
-                },
-            )
+            record_tool_result(self.session, call, outcome)
 
 
 async def agent_loop(

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolnexus._text import clip_middle
 from toolnexus.codemode._bindings import (
     ApprovalHandler,
     Binding,
@@ -128,13 +129,6 @@ def runtime_available(runtime: CodeRuntime | None = None) -> bool:
     except ImportError:
         return False
     return True
-
-
-def _clamp(message: str) -> str:
-    if len(message) <= MAX_FAILURE_CHARS:
-        return message
-    half = MAX_FAILURE_CHARS // 2
-    return f"{message[:half]}\n… ({len(message) - 2 * half} characters cut) …\n{message[-half:]}"
 
 
 class _CallLog:
@@ -271,7 +265,10 @@ async def run_program(
         return {"error": {"kind": "timeout", "message": message}, "logs": [], "calls": log.entries}
     if report.failure is None:
         return {"result": report.value, "logs": report.logs}
-    failure = {"kind": report.failure.kind, "message": _clamp(report.failure.message)}
+    failure = {
+        "kind": report.failure.kind,
+        "message": clip_middle(report.failure.message, MAX_FAILURE_CHARS),
+    }
     return {"error": failure, "logs": report.logs, "calls": log.entries}
 
 

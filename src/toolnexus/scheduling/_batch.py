@@ -73,7 +73,8 @@ def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outc
     return tool, args
 
 
-def _record(session: Session, call: ToolCall, outcome: Outcome) -> None:
+def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> None:
+    """Append the ``tool_result`` surface event of ``call`` (what the model is handed back)."""
     session.append(
         "tool_result",
         {
@@ -136,6 +137,6 @@ async def run_batch(
         for call, item in zip(calls, queued, strict=True):
             outcome = item if isinstance(item, Outcome) else await lane.wait(item)
             if session is not None:
-                _record(session, call, outcome)
+                record_tool_result(session, call, outcome)
             outcomes.append(outcome)
     return outcomes

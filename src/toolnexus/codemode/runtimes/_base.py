@@ -28,6 +28,7 @@ __all__ = [
     "ToolCaller",
     "budget_timeout",
     "json_shape_problem",
+    "out_of_memory",
     "time_limit",
 ]
 
@@ -95,6 +96,13 @@ def time_limit(budgets: Budgets, patience: float | None) -> tuple[float, Program
 def budget_timeout(budgets: Budgets) -> ProgramFailure:
     """The failure of a run that ran past the runtime's own time budget."""
     return ProgramFailure("timeout", f"the program ran past its {budgets.timeout:g} s time budget")
+
+
+def out_of_memory(budgets: Budgets) -> ProgramFailure:
+    """The failure of a run that hit the runtime's memory budget."""
+    return ProgramFailure(
+        "abort", f"the program ran out of memory (limit {budgets.max_memory} bytes)"
+    )
 
 
 @dataclass(frozen=True)

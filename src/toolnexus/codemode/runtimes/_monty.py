@@ -32,6 +32,7 @@ from toolnexus.codemode.runtimes._base import (
     ToolCaller,
     budget_timeout,
     json_shape_problem,
+    out_of_memory,
     time_limit,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
@@ -258,8 +259,7 @@ class MontyRuntime:
         inner = exc.exception()
         kind, message = type(inner).__name__, str(inner)
         if kind == "MemoryError":
-            limit = self.budgets.max_memory
-            return ProgramFailure("abort", f"the program ran out of memory (limit {limit} bytes)")
+            return out_of_memory(self.budgets)
         if kind == "TimeoutError" and "limit" in message.lower():
             return budget_timeout(self.budgets)
         if kind == "RuntimeError" and message in run.failures:

@@ -39,6 +39,7 @@ from toolnexus.codemode.runtimes._base import (
     ProgramFailure,
     RunReport,
     ToolCaller,
+    out_of_memory,
     time_limit,
 )
 from toolnexus.errors import ConfigurationError
@@ -348,14 +349,10 @@ class V8Runtime:
         env = {"DENO_DIR": _deno_cache_dir(), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
         return _Child.start(argv, env, self.budgets.max_memory + DATA_HEADROOM)
 
-    def _out_of_memory(self) -> ProgramFailure:
-        limit = self.budgets.max_memory
-        return ProgramFailure("abort", f"the program ran out of memory (limit {limit} bytes)")
-
     def _exit_failure(self, child: _Child) -> ProgramFailure:
         tail = child.stderr_tail.decode(errors="replace")
         if "out of memory" in tail.lower() or "heap limit" in tail.lower():
-            return self._out_of_memory()
+            return out_of_memory(self.budgets)
         code = child.process.returncode
         return ProgramFailure("substrate_exit", f"the JavaScript process exited (status {code})")
 
@@ -418,7 +415,7 @@ class V8Runtime:
         )
         text = str(message.get("message", ""))
         if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
-            return RunReport(failure=self._out_of_memory())
+            return RunReport(failure=out_of_memory(self.budgets))
         return RunReport(failure=ProgramFailure(kind, text))
 
     async def _call(

@@ -17,6 +17,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from toolnexus._text import clip_middle
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._tool import Tool
 from toolnexus.tools.builtins._files import READ_ONLY, WRITES
@@ -27,13 +28,6 @@ __all__ = ["DEFAULT_TIMEOUT", "MAX_OUTPUT_CHARS", "Shells", "shell_tools"]
 DEFAULT_TIMEOUT = 120.0
 MAX_OUTPUT_CHARS = 30_000
 KILL_GRACE = 2.0
-
-
-def _cap(text: str) -> str:
-    if len(text) <= MAX_OUTPUT_CHARS:
-        return text
-    half = MAX_OUTPUT_CHARS // 2
-    return f"{text[:half]}\n… ({len(text) - 2 * half} characters cut) …\n{text[-half:]}"
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -145,7 +139,7 @@ def shell_tools(root: Root, shells: Shells) -> list[Tool]:
         except asyncio.CancelledError:
             _kill_group(process)
             raise
-        text = _cap(output.decode("utf-8", errors="replace"))
+        text = clip_middle(output.decode("utf-8", errors="replace"), MAX_OUTPUT_CHARS)
         if process.returncode != 0:
             return f"{text}\n(exit status {process.returncode})"
         return text
@@ -161,7 +155,7 @@ def shell_tools(root: Root, shells: Shells) -> list[Tool]:
         await asyncio.sleep(0)  # let the reader take what is already in the pipe
         code = shell.process.returncode
         state = "running" if code is None else f"finished (exit status {code})"
-        return f"{_cap(shell.take())}\n[{shell_id}: {state}]"
+        return f"{clip_middle(shell.take(), MAX_OUTPUT_CHARS)}\n[{shell_id}: {state}]"
 
     @tool(name="kill_shell", hints=WRITES)
     async def kill_shell(shell_id: str) -> str:
