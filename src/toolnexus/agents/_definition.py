@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from toolnexus._checks import int_at_least
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools import Tool
 
@@ -35,9 +36,7 @@ class Budget:
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_tokens", "max_tool_calls", "max_children", "max_depth"):
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 0
-            ):
+            if value is not None and not int_at_least(value, 0):
                 raise ConfigurationError(
                     f"Budget {name} must be None or an int >= 0, got {value!r}."
                 )

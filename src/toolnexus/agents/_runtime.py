@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from toolnexus._checks import positive_int
 from toolnexus.agents._definition import AgentDefinition, Budget
 from toolnexus.client import Client, Usage
 from toolnexus.errors import ConfigurationError, ProviderError, ToolnexusError
@@ -128,10 +129,7 @@ class AgentRuntime:
             ("max_concurrent_turns", max_concurrent_turns),
             ("inbox_cap", inbox_cap),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(
-                    f"AgentRuntime {option} must be a positive integer, got {value!r}."
-                )
+            positive_int(f"AgentRuntime {option}", value)
         self.definitions: dict[str, AgentDefinition] = {}
         for definition in agents:
             if definition.name in self.definitions:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
+from toolnexus._checks import int_at_least, positive_int
 from toolnexus.client._loop import LoopConfig, agent_loop, resume_loop
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._turn import RelayHandler
@@ -46,14 +47,6 @@ def _api_key(explicit: str | None, style: str) -> str:
         f"no API key for the {style} style: pass api_key=, or set one of {', '.join(tried)} "
         "(a local server that needs no key accepts any value, e.g. api_key='none')."
     )
-
-
-def _positive_int(option: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(
-            f"create_client {option} must be a positive integer, got {value!r}."
-        )
-    return value
 
 
 def _build_style(
@@ -268,9 +261,7 @@ def create_client(
         if not isinstance(value, str) or not value.strip():
             raise ConfigurationError(f"create_client {option} must be a non-empty string.")
     mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
-    if retries is not None and (
-        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
-    ):
+    if retries is not None and not int_at_least(retries, 0):
         raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
@@ -294,7 +285,7 @@ def create_client(
     config = LoopConfig(
         style=built,
         mode=mode,
-        max_turns=_positive_int("max_turns", max_turns),
+        max_turns=positive_int("create_client max_turns", max_turns),
         max_concurrency=resolve_concurrency(max_tool_concurrency),
         runtime=runtime,
         policy=permissions,

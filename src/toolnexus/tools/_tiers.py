@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from toolnexus.errors import ConfigurationError
+from toolnexus._checks import positive_int
 from toolnexus.scheduling import concurrency_mode
 from toolnexus.tools._tool import Tool, ToolHints
 
@@ -76,10 +76,7 @@ def tool_tiers(
     Raises:
         ConfigurationError: a threshold that is not a positive integer.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
-        raise ConfigurationError(
-            f"tool_tiers threshold must be a positive integer, got {threshold!r}."
-        )
+    positive_int("tool_tiers threshold", threshold)
     on = enabled if enabled is not None else len(tools) > threshold
     if not on:
         return list(tools)

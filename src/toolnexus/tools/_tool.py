@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from toolnexus._checks import int_at_least
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
 
@@ -178,9 +179,7 @@ class Tool:
                 f"Tool '{self.name}': concurrency_safe must be a callable taking the "
                 f"arguments dict, got {self.concurrency_safe!r}."
             )
-        if self.retries is not None and (
-            isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0
-        ):
+        if self.retries is not None and not int_at_least(self.retries, 0):
             raise ConfigurationError(
                 f"Tool '{self.name}': retries must be None or an int >= 0, got {self.retries!r}."
             )

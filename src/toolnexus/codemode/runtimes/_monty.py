@@ -25,6 +25,7 @@ from typing import Any
 
 import pydantic_monty as monty
 
+from toolnexus._checks import positive_int
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     ProgramFailure,
@@ -37,7 +38,6 @@ from toolnexus.codemode.runtimes._base import (
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
 from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems
-from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
@@ -91,10 +91,7 @@ class MontyRuntime:
     ) -> None:
         self.budgets = Budgets(timeout, max_memory, max_output, max_sub_calls)
         for option, value in (("max_workers", max_workers), ("warm_workers", warm_workers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(
-                    f"MontyRuntime {option} must be a positive integer, got {value!r}."
-                )
+            positive_int(f"MontyRuntime {option}", value)
         self._type_check = bool(type_check)
         self._max_workers = max_workers
         self._warm_workers = min(warm_workers, max_workers)

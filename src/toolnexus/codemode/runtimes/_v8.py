@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from toolnexus._checks import int_at_least
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     FailureKind,
@@ -222,7 +223,7 @@ class V8Runtime:
         deno_path: str | None = None,
     ) -> None:
         self.budgets = Budgets(timeout, max_memory, max_output, max_sub_calls)
-        if isinstance(spares, bool) or not isinstance(spares, int) or spares < 0:
+        if not int_at_least(spares, 0):
             raise ConfigurationError(f"V8Runtime spares must be 0 or more, got {spares!r}.")
         self._spares_wanted = spares
         self._deno = deno_path

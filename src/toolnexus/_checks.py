@@ -1,0 +1,25 @@
+"""Option checks shared by every constructor that takes counts."""
+
+from __future__ import annotations
+
+from typing import TypeGuard
+
+from toolnexus.errors import ConfigurationError
+
+__all__ = ["int_at_least", "positive_int"]
+
+
+def int_at_least(value: object, minimum: int) -> TypeGuard[int]:
+    """Whether ``value`` is an int (``True``/``False`` are not counts) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def positive_int(subject: str, value: object) -> int:
+    """``value`` when it is a positive int.
+
+    Raises:
+        ConfigurationError: "``subject`` must be a positive integer, got ``value``."
+    """
+    if not int_at_least(value, 1):
+        raise ConfigurationError(f"{subject} must be a positive integer, got {value!r}.")
+    return value
