@@ -228,9 +228,42 @@ async def run_program(
     """
     chosen = runtime if runtime is not None else default_runtime(language)
     _check_program(code, chosen)
-    patience = _patience(await_timeout)
+    sdk = render_sdk(_LANGUAGE_OF_RUNTIME[chosen.language], filter_tools(tools, policy))
+    return await _execute(
+        code,
+        tools,
+        chosen,
+        sdk,
+        policy=policy,
+        session=session,
+        max_parallel=max_parallel,
+        approval_handler=approval_handler,
+        hooks=hooks,
+        call_id=call_id,
+        deps=deps,
+        patience=_patience(await_timeout),
+        description=description,
+    )
+
+
+async def _execute(
+    code: str,
+    tools: Sequence[Tool],
+    chosen: CodeRuntime,
+    sdk: str,
+    *,
+    policy: PermissionPolicy | None,
+    session: Session | None,
+    max_parallel: int,
+    approval_handler: ApprovalHandler | None,
+    hooks: ToolHooks | None,
+    call_id: str | None,
+    deps: Any,
+    patience: float,
+    description: str | None,
+) -> dict[str, Any]:
+    """One run against an SDK already rendered (``run_code`` renders it once, when built)."""
     lang = _LANGUAGE_OF_RUNTIME[chosen.language]
-    sdk = render_sdk(lang, filter_tools(tools, policy))
     log = _CallLog()
     ctx = RunContext(
         deps=deps,
@@ -314,10 +347,13 @@ def run_code_tool(
                 "(it is shown in the approval prompt and the audit log); nothing was run"
             )
         run_ctx = ctx if isinstance(ctx, RunContext) else RunContext(deps=ctx)
-        out = await run_program(
-            args["code"],
+        code = args["code"]
+        _check_program(code, chosen)
+        out = await _execute(
+            code,
             tools_for_run,
-            runtime=chosen,
+            chosen,
+            sdk,
             policy=policy if policy is not None else run_ctx.policy,
             session=session if session is not None else run_ctx.session,
             max_parallel=max_parallel,
@@ -325,7 +361,7 @@ def run_code_tool(
             hooks=hooks or run_ctx.hooks,
             call_id=run_ctx.call_id,
             deps=run_ctx.deps,
-            await_timeout=patience,
+            patience=patience,
             description=description.strip(),
         )
         return ToolResult(output=out, is_error="error" in out)
