@@ -72,6 +72,7 @@ class Handle:
         self._done: asyncio.Future[TaskResult] | None = None
         self._last: TaskResult | None = None
         self._closing = False
+        self._client: Client | None = None  # its definition and budget never change: made once
 
     @property
     def name(self) -> str:
@@ -331,6 +332,8 @@ class AgentRuntime:
         return None
 
     def _client_for(self, handle: Handle) -> Client:
+        if handle._client is not None:
+            return handle._client
         definition = handle.definition
         changes: dict[str, Any] = {"system_prompt": definition.instructions or None}
         if definition.model:
@@ -341,7 +344,8 @@ class AgentRuntime:
             changes["max_turns"] = max(handle.budget.max_turns, 1)
         if self._gate is None:
             self._gate = asyncio.Semaphore(self._max_concurrent_turns)
-        return self.client.derive(**changes).gated(self._gate)
+        handle._client = self.client.derive(**changes).gated(self._gate)
+        return handle._client
 
     async def _turn(self, handle: Handle, message: str) -> TaskResult:
         exhausted = self._exhausted(handle)
