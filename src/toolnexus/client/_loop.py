@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from toolnexus.client._result import (
@@ -69,7 +69,6 @@ class LoopConfig:
     tiers: bool | None = None
     relay_handler: RelayHandler | None = None
     request_gate: asyncio.Semaphore | None = None
-    run_code_options: dict[str, Any] = field(default_factory=dict)
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -173,7 +172,6 @@ async def agent_loop(
         granted,
         runtime=config.runtime,
         policy=config.policy,
-        **config.run_code_options,
     )
     if config.mode == "native":  # Code Mode programs call tools directly: no tiers there
         visible = tool_tiers(visible, enabled=config.tiers)
