@@ -34,6 +34,7 @@ def subprocess_toolnexus(
 class Done:
     returncode: int
     stdout: str
+    stderr: str
 
 
 @pytest.fixture
@@ -53,7 +54,8 @@ def toolnexus(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr("builtins.input", fake_input)
         capsys.readouterr()
         code = main(list(args))
-        return Done(code, capsys.readouterr().out)
+        captured = capsys.readouterr()
+        return Done(code, captured.out, captured.err)
 
     return run
 
@@ -110,6 +112,7 @@ def test_a_failing_program_exits_1_with_its_error_and_calls(toolnexus: Any, tmp_
             ["sdk", "--tools", f"{ROOT / 'examples' / 'tools.py'}:MISSING"],
             "has no attribute 'MISSING'",
         ),
+        (["sdk", "--tools", f"/{'long' * 40}/tools.py:TOOLS"], f"no file /{'long' * 40}/tools.py"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(
@@ -117,8 +120,9 @@ def test_usage_errors_are_one_line_and_exit_2(
 ) -> None:
     done = toolnexus(*args)
     assert done.returncode == 2
-    assert message in done.stdout
-    assert "Traceback" not in done.stdout
+    assert message in done.stderr
+    assert done.stderr.count("\n") == 1, "a usage error is one line, whatever its length"
+    assert "Traceback" not in done.stderr
 
 
 def test_sdk_prints_what_the_model_would_see(toolnexus: Any) -> None:
@@ -187,7 +191,7 @@ def test_the_builtins_and_mcp_servers_are_offered_by_default(
     ):
         assert name in done.stdout
     missing = toolnexus("sdk", "--mcp", str(tmp_path / "nope.json"))
-    assert missing.returncode == 2 and "--mcp: cannot read" in missing.stdout
+    assert missing.returncode == 2 and "--mcp: cannot read" in missing.stderr
 
 
 def test_chat_asks_before_a_call_that_changes_the_machine(

@@ -349,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     console = Console()
+    # Errors go to stderr on one line whatever the terminal width: scripts grep them.
+    errors = Console(stderr=True, soft_wrap=True, highlight=False)
     try:
         if args.command == "run-code":
             code, language = read_program(args.file)
@@ -357,10 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(sdk_command(args, console))
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
-        console.print(f"[red]toolnexus: {exc}[/]", highlight=False)
+        errors.print(f"toolnexus: {exc}", style="red", markup=False)
         return 2
     except ToolnexusError as exc:
-        console.print(f"[red]toolnexus: {exc}[/]", highlight=False)
+        errors.print(f"toolnexus: {exc}", style="red", markup=False)
         return 1
     except KeyboardInterrupt:
         return 130
