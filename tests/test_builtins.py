@@ -127,6 +127,39 @@ async def test_grep_modes_filters_and_ignores(files: dict[str, Tool], tmp_path: 
         await call(files["grep"], pattern="(")
 
 
+async def test_grep_honours_nested_gitignores_as_git_does(
+    files: dict[str, Tool], tmp_path: Path
+) -> None:
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    pkg = tmp_path / "pkg"
+    (pkg / "gen").mkdir(parents=True)
+    (pkg / ".gitignore").write_text("gen/\n!keep.log\n/local.txt\n")
+    for name in ["top.log", "pkg/keep.log", "pkg/drop.log", "pkg/gen/out.py", "pkg/local.txt"]:
+        (tmp_path / name).write_text("needle\n")
+    (pkg / "gen" / "local.txt").mkdir()
+    (pkg / "gen" / "local.txt" / "deep.txt").write_text("needle\n")
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "local.txt").write_text("needle\n")  # "/local.txt" is anchored to pkg/
+    expected = "pkg/keep.log\npkg/sub/local.txt"
+    assert await call(files["grep"], pattern="needle") == expected
+    # Searching a subfolder still applies the .gitignore files above it.
+    assert await call(files["grep"], pattern="needle", path="pkg") == expected
+
+
+async def test_grep_does_not_follow_links_out_of_the_root(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("needle\n")
+    (inside / "mine.txt").write_text("needle\n")
+    (inside / "link.txt").symlink_to(outside / "secret.txt")
+    (inside / "local_link.txt").symlink_to(inside / "mine.txt")
+    fenced = grep_tool(Root(inside))
+    assert await call(fenced, pattern="needle") == "local_link.txt\nmine.txt"
+    trusting = grep_tool(Root(inside, allow_outside=True))
+    assert await call(trusting, pattern="needle") == "link.txt\nlocal_link.txt\nmine.txt"
+
+
 @pytest.fixture
 async def shell(root: Root) -> Any:
     shells = Shells()

@@ -23,30 +23,66 @@ SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
-def _ignore_spec(root: Root) -> pathspec.GitIgnoreSpec:
-    ignore = root.path / ".gitignore"
-    lines = (
-        ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-        if ignore.is_file()
-        else []
-    )
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+class _GitIgnores:
+    """The ``.gitignore`` files under a root, read once each, applied as git applies them.
+
+    Each file's patterns are relative to its own folder, and the deepest file with a matching
+    pattern decides, so ``sub/.gitignore`` can add patterns or re-include (``!name``) what a
+    parent folder's file excludes.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+
+    def _spec(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+        if folder not in self._specs:
+            file = folder / ".gitignore"
+            self._specs[folder] = (
+                pathspec.GitIgnoreSpec.from_lines(
+                    file.read_text(encoding="utf-8", errors="replace").splitlines()
+                )
+                if file.is_file()
+                else None
+            )
+        return self._specs[folder]
+
+    def ignored(self, path: Path, *, is_dir: bool) -> bool:
+        """Whether ``path`` (a file, or a folder when ``is_dir``) is git-ignored."""
+        folder = path.parent
+        while folder.is_relative_to(self._root):
+            spec = self._spec(folder)
+            if spec is not None:
+                name = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+                decided = spec.check_file(name).include
+                if decided is not None:
+                    return decided
+            if folder == self._root:
+                break
+            folder = folder.parent
+        return False
 
 
 def walk_files(root: Root, base: Path) -> Iterator[Path]:
-    """Files under ``base``, skipping VCS and dependency folders and what ``.gitignore`` lists."""
-    spec = _ignore_spec(root)
+    """Files under ``base`` that grep should read.
+
+    Skips VCS and dependency folders, what the ``.gitignore`` files list, and links that lead
+    outside the root (unless the root allows it): a link must not let grep read what ``read``
+    would refuse.
+    """
+    ignores = _GitIgnores(root.path)
     for folder, dirs, files in os.walk(base):
         here = Path(folder)
-        kept = []
-        for name in sorted(dirs):
-            relative = root.show(here / name) + "/"
-            if name not in SKIPPED_FOLDERS and not spec.match_file(relative):
-                kept.append(name)
-        dirs[:] = kept
+        dirs[:] = [
+            name
+            for name in sorted(dirs)
+            if name not in SKIPPED_FOLDERS and not ignores.ignored(here / name, is_dir=True)
+        ]
         for name in sorted(files):
             path = here / name
-            if not spec.match_file(root.show(path)):
+            if ignores.ignored(path, is_dir=False):
+                continue
+            if root.allow_outside or path.resolve().is_relative_to(root.path):
                 yield path
 
 
@@ -63,7 +99,7 @@ def grep_tool(root: Root) -> Tool:
     ) -> str:
         """Search file contents with a regular expression.
 
-        Skips binary files, VCS and dependency folders, and what .gitignore lists.
+        Skips binary files, VCS and dependency folders, and what .gitignore files list.
 
         Args:
             pattern: A Python regular expression.
