@@ -96,6 +96,17 @@ def test_a_failing_program_exits_1_with_its_error_and_calls(toolnexus: Any, tmp_
     assert '"status": "error"' in done.stdout
 
 
+def test_text_from_programs_and_tools_is_shown_literally(toolnexus: Any, tmp_path: Path) -> None:
+    """Brackets in logs, arguments and errors are not rich markup (``[/x]`` once crashed)."""
+    program = tmp_path / "brackets.py"
+    program.write_text("print('[/oops] [bold]x')\nawait tools.read_doc({'name': '[/name]'})\n")
+    done = toolnexus("run-code", str(program), "--tools", EXAMPLE_TOOLS)
+    assert done.returncode == 1, done.stderr
+    assert "log: [/oops] [bold]x" in done.stdout
+    assert "no document named '[/name]'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -146,7 +157,7 @@ def provider() -> Iterator[FakeProvider]:
 
 def test_chat_streams_text_and_shows_tool_calls(toolnexus: Any, provider: FakeProvider) -> None:
     provider.script(
-        Turn(text="Searching.", calls=[("c1", "search_docs", {"query": "sandbox"})]),
+        Turn(text="Searching [/x].", calls=[("c1", "search_docs", {"query": "[/q] sandbox"})]),
         Turn(text="It runs in Monty."),
     )
     done = toolnexus(
@@ -163,7 +174,8 @@ def test_chat_streams_text_and_shows_tool_calls(toolnexus: Any, provider: FakePr
         env={"OPENAI_API_KEY": "k"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Searching." in done.stdout and "It runs in Monty." in done.stdout
+    assert "Searching [/x]." in done.stdout and "It runs in Monty." in done.stdout
+    assert "[/q] sandbox" in done.stdout
     assert "→ search_docs" in done.stdout and "✓ search_docs" in done.stdout
     assert provider.requests[0]["messages"][-1] == {
         "role": "user",
@@ -206,7 +218,7 @@ def test_chat_asks_before_a_call_that_changes_the_machine(
     )
     base = ["chat", "--base-url", provider.url + "/v1", "--model", "m", "--code-mode", "native"]
     done = toolnexus(*base, stdin="write a\nn\n", env={"OPENAI_API_KEY": "k"})
-    assert done.returncode == 0 and "allow write" in done.stdout
+    assert done.returncode == 0 and "allow write" in done.stdout and "? [y/N]" in done.stdout
     assert not (tmp_path / "a.txt").exists()
     done = toolnexus(*base, stdin="write b\ny\n", env={"OPENAI_API_KEY": "k"})
     assert (tmp_path / "b.txt").read_text() == "y"

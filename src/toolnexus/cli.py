@@ -28,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from toolnexus.codemode import render_sdk, run_program
@@ -160,7 +161,7 @@ class Watch:
             if span.end is None:
                 args = json.dumps(span.arguments, ensure_ascii=False)
                 running = f"{(self.now() - span.start) * 1000:.0f} ms"
-                table.add_row(str(span.seq), span.name, args[:60], running)
+                table.add_row(str(span.seq), escape(span.name), escape(args[:60]), running)
         return table
 
     def timeline(self, width: int = 40) -> Table:
@@ -174,7 +175,11 @@ class Watch:
             length = max(int((end - span.start) / total * width), 1)
             bar = " " * left + ("x" if span.failed else "█") * length
             table.add_row(
-                str(span.seq), span.name, f"{span.start * 1000:.0f} ms", f"{end * 1000:.0f} ms", bar
+                str(span.seq),
+                escape(span.name),
+                f"{span.start * 1000:.0f} ms",
+                f"{end * 1000:.0f} ms",
+                bar,
             )
         return table
 
@@ -222,9 +227,11 @@ async def run_code_command(
         groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
         console.print(f"what ran together: {groups}")
     for line in out.get("logs", []):
-        console.print(f"log: {line}" if isinstance(line, str) else f"stderr: {line['stderr']}")
+        shown = f"log: {line}" if isinstance(line, str) else f"stderr: {line['stderr']}"
+        console.print(shown, markup=False, highlight=False)
     if "error" in out:
-        console.print(f"[bold red]error ({out['error']['kind']}):[/] {out['error']['message']}")
+        error = out["error"]
+        console.print(f"[bold red]error ({error['kind']}):[/] {escape(error['message'])}")
         console.print_json(json.dumps(out["calls"]))
         return 1
     console.print("result:")
@@ -248,7 +255,7 @@ ASK_BEFORE = ("bash", "write", "edit", "apply_patch", "notebook_edit", "kill_she
 def _terminal_approval(console: Console) -> Any:
     async def approve(name: str, args: dict[str, Any]) -> bool:
         shown = json.dumps(args, ensure_ascii=False)[:300]
-        console.print(f"\n[yellow]allow {name} {shown}?[/] [y/N] ", end="")
+        console.print(f"\n[yellow]allow {escape(name)} {escape(shown)}?[/] \\[y/N] ", end="")
         try:
             answer = await asyncio.to_thread(input, "")
         except EOFError:
@@ -289,12 +296,14 @@ async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
             break
         async for event in client.stream(prompt, tools=tools, history=history):
             if event.type == "text":
-                console.print(event.text, end="")
+                console.print(event.text, end="", markup=False, highlight=False)
             elif event.type == "tool_call":
-                console.print(f"\n[cyan]→ {event.call.name}[/] {event.call.arguments}")
+                call = event.call
+                console.print(f"\n[cyan]→ {escape(call.name)}[/] {escape(str(call.arguments))}")
             elif event.type == "tool_result":
                 mark = "[red]✗[/]" if event.record.is_error else "[green]✓[/]"
-                console.print(f"{mark} {event.record.name}: {event.record.output[:200]}")
+                record = event.record
+                console.print(f"{mark} {escape(record.name)}: {escape(record.output[:200])}")
             elif event.type == "done":
                 history = event.result.messages
                 console.print()
