@@ -107,6 +107,28 @@ def test_text_from_programs_and_tools_is_shown_literally(toolnexus: Any, tmp_pat
     assert "Traceback" not in done.stdout + done.stderr
 
 
+def test_broken_user_files_are_one_line_errors(toolnexus: Any, tmp_path: Path) -> None:
+    (tmp_path / "latin1.py").write_bytes(b"print('caf\xe9')\n")
+    (tmp_path / "raises.py").write_text("import json\n\nraise ValueError('boom')\n")
+    (tmp_path / "factory.py").write_text("def TOOLS():\n    return 1 / 0\n")
+    cases = [
+        (["run-code", str(tmp_path / "latin1.py")], "latin1.py is not UTF-8 text"),
+        (
+            ["sdk", "--tools", f"{tmp_path / 'raises.py'}:TOOLS"],
+            f"raises.py failed: ValueError: boom (at {tmp_path / 'raises.py'}:3)",
+        ),
+        (
+            ["sdk", "--tools", f"{tmp_path / 'factory.py'}:TOOLS"],
+            "factory.py:TOOLS failed: ZeroDivisionError: division by zero",
+        ),
+    ]
+    for args, message in cases:
+        done = toolnexus(*args, "--no-builtins")
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr
+        assert done.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

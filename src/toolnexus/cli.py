@@ -22,6 +22,7 @@ import importlib.util
 import json
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,10 @@ def load_tools(spec: str | None) -> list[Tool]:
     except AttributeError:
         raise UsageError(f"--tools: {target} has no attribute {attribute!r}") from None
     if callable(value) and not isinstance(value, Tool):
-        value = value()
+        try:
+            value = value()
+        except Exception as exc:
+            raise UsageError(f"--tools: calling {spec} failed: {_described(exc)}") from None
     items = list(value) if isinstance(value, (list, tuple, Toolkit)) else [value]
     bad = [item for item in items if not isinstance(item, Tool)]
     if bad:
@@ -80,12 +84,24 @@ def _import(target: str) -> Any:
             raise UsageError(f"--tools: cannot import {target}")
         module = importlib.util.module_from_spec(loaded)
         sys.modules[path.stem] = module
-        loaded.loader.exec_module(module)
+        try:
+            loaded.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError(f"--tools: importing {target} failed: {_described(exc)}") from None
         return module
     try:
         return importlib.import_module(target)
     except ImportError as exc:
         raise UsageError(f"--tools: cannot import {target}: {exc}") from None
+    except Exception as exc:
+        raise UsageError(f"--tools: importing {target} failed: {_described(exc)}") from None
+
+
+def _described(exc: Exception) -> str:
+    """``exc`` in one line, with where it was raised: the user's own code, so say where."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 @contextlib.asynccontextmanager
@@ -203,7 +219,11 @@ def read_program(name: str) -> tuple[str, str]:
     path = Path(name)
     if not path.is_file():
         raise UsageError(f"no program file {name}")
-    return path.read_text(encoding="utf-8"), LANGUAGE_OF_SUFFIX.get(path.suffix, "python")
+    try:
+        code = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"program file {name} is not UTF-8 text ({exc.reason})") from None
+    return code, LANGUAGE_OF_SUFFIX.get(path.suffix, "python")
 
 
 async def run_code_command(
