@@ -23,67 +23,66 @@ SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__
 MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
-class _GitIgnores:
-    """The ``.gitignore`` files under a root, read once each, applied as git applies them.
+_Ignores = tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
+"""The ``.gitignore`` files that apply in a folder: (their folder with a trailing separator,
+their patterns), outermost first."""
 
-    Each file's patterns are relative to its own folder, and the deepest file with a matching
-    pattern decides, so ``sub/.gitignore`` can add patterns or re-include (``!name``) what a
-    parent folder's file excludes.
-    """
 
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+def _with_own_gitignore(ignores: _Ignores, folder: str) -> _Ignores:
+    file = os.path.join(folder, ".gitignore")
+    if not os.path.isfile(file):
+        return ignores
+    with open(file, encoding="utf-8", errors="replace") as lines:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines.read().splitlines())
+    return (*ignores, (os.path.join(folder, ""), spec))
 
-    def _spec(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
-        if folder not in self._specs:
-            file = folder / ".gitignore"
-            self._specs[folder] = (
-                pathspec.GitIgnoreSpec.from_lines(
-                    file.read_text(encoding="utf-8", errors="replace").splitlines()
-                )
-                if file.is_file()
-                else None
-            )
-        return self._specs[folder]
 
-    def ignored(self, path: Path, *, is_dir: bool) -> bool:
-        """Whether ``path`` (a file, or a folder when ``is_dir``) is git-ignored."""
-        folder = path.parent
-        while folder.is_relative_to(self._root):
-            spec = self._spec(folder)
-            if spec is not None:
-                name = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                decided = spec.check_file(name).include
-                if decided is not None:
-                    return decided
-            if folder == self._root:
-                break
-            folder = folder.parent
-        return False
+def _ignored(ignores: _Ignores, path: str, *, is_dir: bool) -> bool:
+    """Whether git ignores ``path``: the deepest ``.gitignore`` with a matching pattern decides,
+    so a folder's file can add patterns or re-include (``!name``) what a parent's excludes."""
+    for folder, spec in reversed(ignores):
+        name = path[len(folder) :] + ("/" if is_dir else "")
+        decided = spec.check_file(name).include
+        if decided is not None:
+            return decided
+    return False
 
 
 def walk_files(root: Root, base: Path) -> Iterator[Path]:
-    """Files under ``base`` that grep should read.
+    """Files under ``base`` that grep should read, folder by folder, in name order.
 
-    Skips VCS and dependency folders, what the ``.gitignore`` files list, and links that lead
-    outside the root (unless the root allows it): a link must not let grep read what ``read``
-    would refuse.
+    Skips VCS and dependency folders, what the ``.gitignore`` files list (those of the folders
+    between the root and ``base`` included), and links that lead outside the root unless the
+    root allows it: a link must not let grep read what ``read`` would refuse.
     """
-    ignores = _GitIgnores(root.path)
-    for folder, dirs, files in os.walk(base):
-        here = Path(folder)
-        dirs[:] = [
-            name
-            for name in sorted(dirs)
-            if name not in SKIPPED_FOLDERS and not ignores.ignored(here / name, is_dir=True)
-        ]
-        for name in sorted(files):
-            path = here / name
-            if ignores.ignored(path, is_dir=False):
-                continue
-            if root.allow_outside or path.resolve().is_relative_to(root.path):
-                yield path
+    ignores: _Ignores = ()
+    if base.is_relative_to(root.path):
+        for above in reversed(base.relative_to(root.path).parents):
+            ignores = _with_own_gitignore(ignores, str(root.path / above))
+    pending = [(str(base), ignores)]
+    while pending:
+        folder, ignores = pending.pop()
+        ignores = _with_own_gitignore(ignores, folder)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subfolders = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SKIPPED_FOLDERS and not _ignored(
+                    ignores, entry.path, is_dir=True
+                ):
+                    subfolders.append((entry.path, ignores))
+            elif entry.is_file() and not _ignored(ignores, entry.path, is_dir=False):
+                path = Path(entry.path)
+                if (
+                    not entry.is_symlink()
+                    or root.allow_outside
+                    or path.resolve().is_relative_to(root.path)
+                ):
+                    yield path
+        pending.extend(reversed(subfolders))
 
 
 def grep_tool(root: Root) -> Tool:
