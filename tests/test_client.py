@@ -344,6 +344,18 @@ def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:
         create_client(**{**base, **options})
 
 
+async def test_bad_run_arguments_are_named() -> None:
+    client = create_client(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(ConfigurationError, match="decorate functions with @tool"):
+        await client.run("go", tools=[plain])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="prompt must be a non-empty string"):
+        await client.run("")
+
+
 def test_a_missing_key_names_the_variables_tried(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(variable, raising=False)

@@ -185,7 +185,9 @@ class Client:
         chosen = list(tools) if tools is not None else list(self._tools)
         for t in chosen:
             if not isinstance(t, Tool):
-                raise ConfigurationError(f"tools must be toolnexus Tools, got {t!r}.")
+                raise ConfigurationError(
+                    f"tools must be toolnexus Tools, got {t!r}; decorate functions with @tool."
+                )
         past = [dict(m) for m in history or []]
         if session is not None and not isinstance(session, Session):
             raise ConfigurationError(f"session must be a toolnexus Session, got {session!r}.")
