@@ -252,6 +252,41 @@ async def test_cancelling_a_run_leaves_a_balanced_transcript(
     assert "cancelled" in results[1]["content"]
 
 
+async def test_a_run_cancelled_as_its_tools_start_still_records_them(probe: Probe) -> None:
+    """The race: the response has arrived and its calls run, but the loop has not taken the
+    reply yet. The calls already ran, so the transcript must hold them with their results."""
+    provider = FakeProvider().start()
+    try:
+        provider.script(
+            Turn(calls=[("c1", "cancel_run", {}), ("c2", "read", {"id": "b", "gate": "never"})])
+        )
+        session = Session()
+        run_task: asyncio.Task[Any] | None = None
+
+        @tool(hints=ToolHints(read_only=True))
+        async def cancel_run() -> str:
+            """Cancel the run that called this tool."""
+            assert run_task is not None
+            run_task.cancel()
+            return "cancelled the run"
+
+        client = client_for(provider, "openai")
+        tools = [cancel_run, probe.tool("read")]
+        run_task = asyncio.ensure_future(client.run("go", tools=tools, session=session))
+        with pytest.raises(asyncio.CancelledError):
+            await run_task
+        results = [e.data for e in session.events if e.type == "tool_result"]
+        assert [(r["tool_call_id"], r["is_error"]) for r in results] == [
+            ("c1", False),
+            ("c2", True),
+        ]
+        assert results[0]["content"] == "cancelled the run"
+        assert "cancelled" in results[1]["content"]
+        assert probe.active == set()
+    finally:
+        provider.stop()
+
+
 async def test_hooks_and_approval_guard_direct_calls(provider: FakeProvider) -> None:
     @tool(requires_approval=True)
     def deploy(env: str) -> str:

@@ -4,8 +4,9 @@ One turn: the model's response streams in; each tool call is submitted to the tu
 lane as soon as its arguments are complete; after the response, outcomes are collected in
 emitted order and handed back in the provider's shape. The loop ends when the model answers
 without tools (``"done"``) or after ``max_turns`` (``"incomplete"``). Cancelling it stops the
-turn's lane (running tools are cancelled) and still leaves every tool call in the transcript
-with a result.
+turn's lane (running tools are cancelled) and still leaves every tool call of a received
+response in the transcript with a result (the real one where the call had finished); a
+response cut off mid-stream is not recorded.
 """
 
 from __future__ import annotations
@@ -287,12 +288,24 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
             run.results(reply.calls, answered)
         yield reply
     finally:
+        if reply is None and _succeeded(responding):
+            # cut short after the response arrived: its calls may have run, so it is recorded
+            reply = responding.result()
+            run.answered(reply)
+        known = await batch.finished()
         batch.cancel()
         if not responding.done():
             responding.cancel()
         await lane.stop()
         if reply is not None and run.waiting is None and len(answered) < len(reply.calls):
-            # cancelled mid-turn: every call the transcript holds still gets a result
-            missing = reply.calls[len(answered) :]
-            answered += [Outcome.failure(c.name, CANCELLED) for c in missing]
+            # cut short mid-turn: every call the transcript holds still gets a result, the
+            # real one where the call had finished
+            for index in range(len(answered), len(reply.calls)):
+                result = known[index] if index < len(known) else None
+                name = reply.calls[index].name
+                answered.append(result or Outcome.failure(name, CANCELLED))
             run.results(reply.calls, answered)
+
+
+def _succeeded(future: asyncio.Future[Any]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None

@@ -88,6 +88,20 @@ class TurnCalls:
             else:
                 yield call, await self._lane.wait(answer)
 
+    async def finished(self) -> list[Outcome | None]:
+        """Each call's outcome if it is already known, else ``None``, without waiting: what a
+        turn cut short can still report truthfully."""
+        known: list[Outcome | None] = []
+        for answer in self._answers:
+            if isinstance(answer, Outcome):
+                known.append(answer)
+            elif isinstance(answer, asyncio.Task):
+                done = answer.done() and not answer.cancelled()
+                known.append(answer.result() if done else None)
+            else:
+                known.append(await self._lane.wait(answer) if answer.done else None)
+        return known
+
     def cancel(self) -> None:
         """Stop waiting for relay answers (the lane is stopped by its owner)."""
         for answer in self._answers:
