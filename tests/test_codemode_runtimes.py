@@ -285,19 +285,36 @@ async def test_concurrent_runs_never_see_each_others_tools_or_logs(runtime: Code
     assert out.get("result") == "undefined" or out["error"]["kind"] in ("exception", "type_error")
 
 
+def busy_after_start() -> tuple[Tool, asyncio.Event, str, str]:
+    """A ``started`` tool, set when a program calls it, and programs that call it and then
+    loop forever: a test knows the program is running without guessing how long that takes."""
+    started = asyncio.Event()
+
+    async def execute(args: dict[str, Any]) -> Any:
+        started.set()
+        return True
+
+    tool = Tool("started", "Say the program runs.", {"type": "object"}, execute=execute)
+    python = "await tools.started({})\nwhile True:\n    pass"
+    javascript = "await tools.started({}); while (true) {}"
+    return tool, started, python, javascript
+
+
 async def test_cancel_aborts_a_running_program(runtime: CodeRuntime) -> None:
-    code = program(runtime, python="while True:\n    pass", javascript="while (true) {}")
-    run = asyncio.ensure_future(run_program(code, [], runtime=runtime))
-    await asyncio.sleep(0.3)
+    tool, started, python, javascript = busy_after_start()
+    code = program(runtime, python=python, javascript=javascript)
+    run = asyncio.ensure_future(run_program(code, [tool], runtime=runtime))
+    await asyncio.wait_for(started.wait(), 30)
     await runtime.cancel()
     out = await run
     assert out["error"] == {"kind": "abort", "message": "the run was cancelled"}
 
 
 async def test_cancelling_the_caller_kills_the_program(runtime: CodeRuntime) -> None:
-    code = program(runtime, python="while True:\n    pass", javascript="while (true) {}")
-    run = asyncio.ensure_future(run_program(code, [], runtime=runtime))
-    await asyncio.sleep(0.3)
+    tool, started, python, javascript = busy_after_start()
+    code = program(runtime, python=python, javascript=javascript)
+    run = asyncio.ensure_future(run_program(code, [tool], runtime=runtime))
+    await asyncio.wait_for(started.wait(), 30)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
