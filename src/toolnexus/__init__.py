@@ -5,13 +5,12 @@ cap, anything not known to be safe runs alone in the order the model asked, and 
 come back in the emitted order. Start with ``docs/scheduling.md``.
 """
 
+from toolnexus._version import __version__
 from toolnexus.client import create_client
 from toolnexus.errors import ConfigurationError, ProviderError, ToolError, ToolnexusError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHints, Toolkit, ToolResult, tool
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolnexus._checks import positive_int
+from toolnexus._tracing import agent_turn_span
 from toolnexus.agents._definition import AgentDefinition, Budget
 from toolnexus.client import Client, Usage
 from toolnexus.errors import ConfigurationError, ProviderError, ToolnexusError
@@ -356,10 +357,12 @@ class AgentRuntime:
             from toolnexus.agents._task import task_tool
 
             tools.append(task_tool(self, handle))
-        try:
-            run = await self._client_for(handle).run(message, tools=tools, history=handle.history)
-        except ProviderError as exc:
-            return TaskResult(status="error", error=str(exc))
+        client = self._client_for(handle)
+        with agent_turn_span(handle.definition.name, handle.id):  # its requests and calls nest
+            try:
+                run = await client.run(message, tools=tools, history=handle.history)
+            except ProviderError as exc:
+                return TaskResult(status="error", error=str(exc))
         handle.history = run.messages
         for node in handle.lineage():  # usage rolls up to every ancestor
             node.usage.add(run.usage)

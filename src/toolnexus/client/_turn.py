@@ -68,7 +68,7 @@ class TurnCalls:
                 self._answers.append(asyncio.ensure_future(self._relay(call, args)))
             return
         ctx = dataclasses.replace(self._ctx, call_id=call.id)
-        self._answers.append(self._lane.submit(tool, args, ctx))
+        self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))
 
     async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:
         assert self._relay_handler is not None

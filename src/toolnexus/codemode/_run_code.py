@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolnexus._text import clip_middle
+from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import (
     ApprovalHandler,
     Binding,
@@ -273,26 +274,36 @@ async def _execute(
         session=session,
         call_id=call_id,
     )
-    lane = Scheduler(direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id)
     if session is not None and description is not None:
         session.log_event("code_run", {"id": call_id, "language": lang, "description": description})
-    try:
-        binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
-        call_tool = _tool_caller({b.name: b for b in binds}, log)
-        run = chosen.run(
-            code,
-            tool_names=[b.name for b in binds],
-            call_tool=call_tool,
-            sdk=sdk,
-            patience=patience,
+    with code_run_span(lang, call_id) as span:  # current while the lane is made: calls nest
+        lane = Scheduler(
+            direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
         )
-        report: RunReport | None
-        try:  # the runtime honours patience itself; this only guards against one that does not
-            report = await asyncio.wait_for(run, patience + PATIENCE_GRACE_SECONDS)
-        except TimeoutError:
-            report = None
-    finally:
-        await lane.stop()
+        try:
+            binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
+            call_tool = _tool_caller({b.name: b for b in binds}, log)
+            run = chosen.run(
+                code,
+                tool_names=[b.name for b in binds],
+                call_tool=call_tool,
+                sdk=sdk,
+                patience=patience,
+            )
+            report: RunReport | None
+            try:  # the runtime honours patience itself; this guards against one that does not
+                report = await asyncio.wait_for(run, patience + PATIENCE_GRACE_SECONDS)
+            except TimeoutError:
+                report = None
+        finally:
+            await lane.stop()
+        output = _output(report, patience, log)
+        record_code_run(span, output)
+        return output
+
+
+def _output(report: RunReport | None, patience: float, log: _CallLog) -> dict[str, Any]:
+    """What ``run_program`` returns for a runtime's report (``None``: the guard cut it off)."""
     if report is None:
         message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
         return {"error": {"kind": "timeout", "message": message}, "logs": [], "calls": log.entries}

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+from toolnexus._tracing import end_tool_span, tool_span
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._outcome import (
@@ -126,6 +127,7 @@ class _Call:
         "future",
         "logged_args",
         "mode",
+        "model_call_id",
         "outcome",
         "run_ctx",
         "seq",
@@ -141,6 +143,7 @@ class _Call:
         mode: Mode,
         run_ctx: Any,
         future: asyncio.Future[Outcome],
+        model_call_id: str | None,
     ) -> None:
         self.seq = seq
         self.tool = tool
@@ -149,6 +152,7 @@ class _Call:
         self.mode = mode
         self.run_ctx = run_ctx
         self.future = future
+        self.model_call_id = model_call_id
         self.outcome: Outcome | None = None
 
 
@@ -228,6 +232,7 @@ class Scheduler:
                 f"Scheduler {exc}; use 1 to run calls one at a time, or leave the default of 10."
             ) from exc
         self._session = session if session is not None else Session()
+        self._call_id = call_id
         self._event_prefix = f"{call_id}:code:" if call_id else "code:"
         self._audit = audit
         self._calls: dict[int, _Call] = {}
@@ -254,8 +259,13 @@ class Scheduler:
         """Whether :meth:`stop` has been called."""
         return self._stopped
 
-    def submit(self, tool: Tool, args: Any, run_ctx: Any = None) -> Ticket:
+    def submit(
+        self, tool: Tool, args: Any, run_ctx: Any = None, *, call_id: str | None = None
+    ) -> Ticket:
         """Queue one call and return at once; never raises.
+
+        ``call_id`` is the model's id for this call, when it has one; it is put on the call's
+        trace span (``gen_ai.tool.call.id``).
 
         ``args`` is snapshotted twice here (dispatched and audited copies) and the call is
         classified on the dispatched copy. ``None`` counts as no arguments. A submission that
@@ -280,7 +290,7 @@ class Scheduler:
         mode = concurrency_mode(tool, dispatched)
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode)
-        self._calls[seq] = _Call(seq, tool, dispatched, logged, mode, run_ctx, future)
+        self._calls[seq] = _Call(seq, tool, dispatched, logged, mode, run_ctx, future, call_id)
         self._carry_out([], started, take=False)
         return Ticket(self, seq, name, future)
 
@@ -406,9 +416,11 @@ class Scheduler:
             self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
+            span = tool_span(name, functools.partial(self._span_attributes, call), context)
             try:
                 value = await InContext(context, context.run(self._coroutine, call))
             except asyncio.CancelledError:
+                end_tool_span(span, {"message": DID_NOT_COMPLETE})
                 slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
@@ -417,12 +429,15 @@ class Scheduler:
             except Exception as exc:
                 outcome = outcome_from_exception(name, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
+                outcome = outcome_from_exception(name, exc)
+                end_tool_span(span, outcome.error)
                 slot.call = None
                 if not self._stopped:
-                    self._settle(call, outcome_from_exception(name, exc), take=False)
+                    self._settle(call, outcome, take=False)
                 raise
             else:
                 outcome = outcome_from_value(name, value)
+            end_tool_span(span, outcome.error)
             if self._stopped:
                 return  # stop() has answered this call already
             call = slot.call = self._settle(call, outcome, take=True)
@@ -433,6 +448,14 @@ class Scheduler:
                 # begin first (calls begin in submission order); and a worker whose calls
                 # never suspend must not hog the loop. Both take one loop turn.
                 await asyncio.sleep(0)
+
+    def _span_attributes(self, call: _Call) -> dict[str, Any]:
+        return {
+            "gen_ai.tool.call.id": call.model_call_id,
+            "toolnexus.call.seq": call.seq,
+            "toolnexus.call.mode": call.mode,
+            "toolnexus.lane.call_id": self._call_id,
+        }
 
     def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
         """The dispatch's coroutine, or one that returns (or raises) what the dispatch did."""

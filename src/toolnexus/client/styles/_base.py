@@ -6,7 +6,9 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from toolnexus._tracing import model_request_span, record_response
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
@@ -110,12 +112,22 @@ class Style:
         """Ask the model for its next turn; SDK errors become :class:`ProviderError`."""
         params = self.request(messages, tools)
         translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
-        try:
-            if stream:
-                return await self.stream(sdk, params, on_text, on_call)
-            return await self.complete(sdk, params, on_text, on_call)
-        except translated as exc:  # the one boundary where SDK errors are translated
-            raise provider_error(exc, self.base_url, self.key_variables) from exc
+        server = urlsplit(self.base_url).hostname or self.base_url
+        with model_request_span(self.name, self.model, server) as span:
+            try:
+                if stream:
+                    turn = await self.stream(sdk, params, on_text, on_call)
+                else:
+                    turn = await self.complete(sdk, params, on_text, on_call)
+            except translated as exc:  # the one boundary where SDK errors are translated
+                raise provider_error(exc, self.base_url, self.key_variables) from exc
+            record_response(
+                span,
+                input_tokens=turn.usage.input_tokens,
+                output_tokens=turn.usage.output_tokens,
+                finish_reason=turn.stop_reason,
+            )
+            return turn
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         """The tools as this provider declares them."""
