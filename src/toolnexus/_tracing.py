@@ -2,7 +2,7 @@
 
 Why only the OpenTelemetry *API*: an application that configures an OpenTelemetry SDK sees
 toolnexus's work inside its own traces; one that does not gets the API's no-op tracer, which
-costs a few microseconds per call. Names and attributes follow the GenAI semantic conventions
+costs about a microsecond per tool call. Names and attributes follow the GenAI semantic conventions
 (``execute_tool {tool}``, ``chat {model}``, ``invoke_agent {agent}``, ``gen_ai.*``), so
 backends that know them show toolnexus's spans as agent steps; what they do not cover is under
 ``toolnexus.*``.
