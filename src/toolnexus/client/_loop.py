@@ -292,14 +292,15 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
             # cut short after the response arrived: its calls may have run, so it is recorded
             reply = responding.result()
             run.answered(reply)
-        known = await batch.finished()
+        cut_short = reply is not None and run.waiting is None and len(answered) < len(reply.calls)
+        known = await batch.finished() if cut_short else []  # before stop() abandons the rest
         batch.cancel()
         if not responding.done():
             responding.cancel()
         await lane.stop()
-        if reply is not None and run.waiting is None and len(answered) < len(reply.calls):
-            # cut short mid-turn: every call the transcript holds still gets a result, the
-            # real one where the call had finished
+        if cut_short and reply is not None:
+            # every call the transcript holds still gets a result, the real one where the
+            # call had finished
             for index in range(len(answered), len(reply.calls)):
                 result = known[index] if index < len(known) else None
                 name = reply.calls[index].name
