@@ -14,7 +14,6 @@ Code Mode program's sub-calls (and anything the tool itself traces) become its c
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -37,24 +36,22 @@ __all__ = [
 _tracer = trace.get_tracer("toolnexus", __version__)
 
 
-def tool_span(
-    name: str, attributes: Callable[[], Mapping[str, Any]], context: contextvars.Context
-) -> Span:
-    """Start the span of one tool call and make it current inside ``context`` (the call's own
-    context copy, so it is the parent of whatever the tool traces). End it with
-    :func:`end_tool_span`.
+def tool_span(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Span:
+    """Start the span of one tool call and make it current. Call it inside the call's own
+    context (so the span is the parent of whatever the tool traces, and goes away with that
+    context); end it with :func:`end_tool_span`.
 
     ``attributes`` is called only when the span records: with no SDK configured, a call pays
-    about a microsecond here (measured by ``bench/scheduler.py``'s dispatch-seam row).
+    about a microsecond here (``bench/scheduler.py``'s rows include it).
     """
-    span = context.run(_tracer.start_span, f"execute_tool {name}")  # the parent: the caller's
+    span = _tracer.start_span(f"execute_tool {name}")
     if span.is_recording():
         span.set_attributes(
             {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
             | _present(attributes())
         )
     if span.get_span_context().is_valid:  # the no-op tracer's span needs no context
-        context.run(otel_context.attach, trace.set_span_in_context(span))
+        otel_context.attach(trace.set_span_in_context(span))
     return span
 
 

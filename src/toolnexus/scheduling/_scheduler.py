@@ -26,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+from opentelemetry.trace import INVALID_SPAN, Span
+
 from toolnexus._tracing import end_tool_span, tool_span
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
@@ -131,6 +133,7 @@ class _Call:
         "outcome",
         "run_ctx",
         "seq",
+        "span",
         "tool",
     )
 
@@ -154,6 +157,7 @@ class _Call:
         self.future = future
         self.model_call_id = model_call_id
         self.outcome: Outcome | None = None
+        self.span: Span = INVALID_SPAN  # its trace span, while it runs
 
 
 class _Slot:
@@ -416,11 +420,10 @@ class Scheduler:
             self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
-            span = tool_span(name, functools.partial(self._span_attributes, call), context)
             try:
                 value = await InContext(context, context.run(self._coroutine, call))
             except asyncio.CancelledError:
-                end_tool_span(span, {"message": DID_NOT_COMPLETE})
+                end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
                 slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
@@ -430,14 +433,14 @@ class Scheduler:
                 outcome = outcome_from_exception(name, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
                 outcome = outcome_from_exception(name, exc)
-                end_tool_span(span, outcome.error)
+                end_tool_span(call.span, outcome.error)
                 slot.call = None
                 if not self._stopped:
                     self._settle(call, outcome, take=False)
                 raise
             else:
                 outcome = outcome_from_value(name, value)
-            end_tool_span(span, outcome.error)
+            end_tool_span(call.span, outcome.error)
             if self._stopped:
                 return  # stop() has answered this call already
             call = slot.call = self._settle(call, outcome, take=True)
@@ -458,7 +461,12 @@ class Scheduler:
         }
 
     def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
-        """The dispatch's coroutine, or one that returns (or raises) what the dispatch did."""
+        """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
+
+        Runs inside the call's own context (``_work`` calls it through ``context.run``), where
+        the call's trace span is made current.
+        """
+        call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
         try:
             result = self._dispatch(call.tool, call.args, call.run_ctx)
         except Exception as exc:
