@@ -86,6 +86,17 @@ async def test_escapes_are_contained(language: str, escape: str, tmp_path: Path)
         await runtime.aclose()
 
 
+async def test_a_js_program_cannot_start_a_worker() -> None:
+    runtime = V8Runtime(timeout=5)
+    try:
+        code = "const w = new Worker('data:text/javascript,1', {type: 'module'}); return 1"
+        out = await run_program(code, [], runtime=runtime)
+        assert out["error"]["kind"] == "exception"
+        assert "Worker is not defined" in out["error"]["message"]
+    finally:
+        await runtime.aclose()
+
+
 async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
     runtime = V8Runtime(timeout=5)
     try:

@@ -19,6 +19,9 @@ const send = (message) => {
 // The program gets no handle on the process: no Deno namespace (every permission is denied
 // anyway; this also keeps it from writing raw protocol lines).
 delete globalThis.Deno;
+// Nor workers: a program has no use for another V8 isolate, and one would only eat the memory
+// budget (dying under it, reported as out of memory rather than as what the program did).
+delete globalThis.Worker;
 // A call the program fired and never awaited may fail; that must not end the process.
 globalThis.addEventListener("unhandledrejection", (event) => event.preventDefault());
 
