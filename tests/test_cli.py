@@ -107,6 +107,17 @@ def test_text_from_programs_and_tools_is_shown_literally(toolnexus: Any, tmp_pat
     assert "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("value", ["0", "-3", "ten"])
+def test_max_parallel_must_be_a_whole_number_of_at_least_one(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = str(ROOT / "examples/programs/research.py")
+    with pytest.raises(SystemExit) as exited:
+        main(["run-code", program, "--max-parallel", value, "--no-builtins"])
+    assert exited.value.code == 2
+    assert "argument --max-parallel: must be" in capsys.readouterr().err
+
+
 def test_broken_user_files_are_one_line_errors(toolnexus: Any, tmp_path: Path) -> None:
     (tmp_path / "latin1.py").write_bytes(b"print('caf\xe9')\n")
     (tmp_path / "raises.py").write_text("import json\n\nraise ValueError('boom')\n")

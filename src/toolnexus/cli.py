@@ -333,6 +333,22 @@ async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
 # -- entry point -------------------------------------------------------------------------------
 
 
+PARALLEL_HELP = "the most safe tool calls running at once (default 10)"
+
+
+def _at_least_one(text: str) -> int:
+    """``--max-parallel``: a whole number of at least 1 (argparse reports anything else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1 (1 runs calls one at a time), got {value}"
+        )
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolnexus", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -340,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="the program (.py runs in Monty, .js in V8)")
     run.add_argument("--language", choices=["python", "javascript"])
     run.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
-    run.add_argument("--max-parallel", type=int, default=10)
+    run.add_argument("--max-parallel", type=_at_least_one, default=10, help=PARALLEL_HELP)
     _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
     sdk.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
@@ -355,7 +371,7 @@ def _parser() -> argparse.ArgumentParser:
         "--api-key", help="else OPENROUTER_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY"
     )
     chat.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
-    chat.add_argument("--max-parallel", type=int)
+    chat.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
     chat.add_argument(
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
     )
