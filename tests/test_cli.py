@@ -118,6 +118,15 @@ def test_max_parallel_must_be_a_whole_number_of_at_least_one(
     assert "argument --max-parallel: must be" in capsys.readouterr().err
 
 
+def test_a_bad_endpoint_option_is_a_usage_error(toolnexus: Any) -> None:
+    done = toolnexus(
+        "chat", "--base-url", "localhost:8000", "--model", "m", "--no-builtins",
+        env={"OPENAI_API_KEY": "k"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "base_url must be an http(s) URL, got 'localhost:8000'" in done.stderr
+
+
 def test_broken_user_files_are_one_line_errors(toolnexus: Any, tmp_path: Path) -> None:
     (tmp_path / "latin1.py").write_bytes(b"print('caf\xe9')\n")
     (tmp_path / "raises.py").write_text("import json\n\nraise ValueError('boom')\n")

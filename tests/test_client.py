@@ -371,6 +371,8 @@ def test_seed_002_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"code_mode": "sometimes"}, "code mode must be one of"),
         ({"timeout": -1}, "timeout must be a positive number"),
         ({"model": ""}, "model must be a non-empty string"),
+        ({"base_url": "localhost:8000/v1"}, "base_url must be an http"),
+        ({"base_url": "ftp://example.com"}, "base_url must be an http"),
     ],
 )
 def test_bad_options_are_named(options: dict[str, Any], message: str) -> None:

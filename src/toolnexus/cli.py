@@ -33,7 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolnexus.codemode import render_sdk, run_program
-from toolnexus.errors import ToolnexusError
+from toolnexus.errors import ConfigurationError, ToolnexusError
 from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["main"]
@@ -290,16 +290,19 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
     from toolnexus.codemode import PermissionPolicy
 
     guarded = not args.yes
-    client = create_client(
-        base_url=args.base_url,
-        model=args.model,
-        style=args.style,
-        api_key=args.api_key,
-        code_mode=args.code_mode,
-        max_tool_concurrency=args.max_parallel,
-        permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
-        approval_handler=_terminal_approval(console) if guarded else None,
-    )
+    try:
+        client = create_client(
+            base_url=args.base_url,
+            model=args.model,
+            style=args.style,
+            api_key=args.api_key,
+            code_mode=args.code_mode,
+            max_tool_concurrency=args.max_parallel,
+            permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
+            approval_handler=_terminal_approval(console) if guarded else None,
+        )
+    except ConfigurationError as exc:  # a bad --base-url, no key: the command line's fault
+        raise UsageError(str(exc)) from None
     async with tool_set(args) as tools:
         return await _chat(client, tools, console)
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
+from urllib.parse import urlsplit
 
 from toolnexus._checks import int_at_least, positive_int
 from toolnexus.client._loop import LoopConfig, agent_loop, resume_loop
@@ -262,6 +263,12 @@ def create_client(
     for option, value in (("base_url", base_url), ("model", model)):
         if not isinstance(value, str) or not value.strip():
             raise ConfigurationError(f"create_client {option} must be a non-empty string.")
+    url = urlsplit(base_url)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise ConfigurationError(
+            f"create_client base_url must be an http(s) URL, got {base_url!r}; for example "
+            "'https://openrouter.ai/api/v1' or 'http://127.0.0.1:11434/v1'."
+        )
     mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
     if retries is not None and not int_at_least(retries, 0):
         raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
