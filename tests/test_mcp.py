@@ -108,9 +108,26 @@ async def test_a_failing_server_is_isolated() -> None:
         ].ok
 
 
+async def test_a_server_timeout_fails_a_slow_call_and_the_session_goes_on() -> None:
+    config = {"mcpServers": {"s": stdio(timeout=0.3)}}
+    async with mcp_servers(config) as found:
+        slow, quick = await run_batch(
+            [
+                ToolCall("a", "s_store", {"key": "k", "delay": 5}),
+                ToolCall("b", "s_lookup", {"key": "k", "delay": 0}),
+            ],
+            found,
+        )
+        assert slow.error is not None
+        assert slow.error["message"] == "tool 's_store' did not finish within 0.3 s (its timeout)"
+        assert quick.value == "value of k"
+
+
 def test_config_errors_are_named() -> None:
     with pytest.raises(ConfigurationError, match="'x' needs a command"):
         parse_config({"mcpServers": {"x": {}}})
+    with pytest.raises(ConfigurationError, match="'y': timeout must be a positive number"):
+        parse_config({"y": {"url": "http://h/mcp", "timeout": 0}})
     assert [s.name for s in parse_config({"a": {"url": "http://h/mcp"}})] == ["a"]
 
 

@@ -316,3 +316,63 @@ def test_nested_models_are_inlined_and_recursive_ones_keep_their_refs() -> None:
     flat = inline_definitions(recursive)
     assert flat["$defs"] == recursive["$defs"]
     assert flat["properties"]["tree"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/Node"}
+
+
+# -- timeouts ----------------------------------------------------------------------------------
+
+
+async def test_a_hung_async_tool_times_out_and_frees_the_lane() -> None:
+    from toolnexus import ToolCall, run_batch
+
+    @tool(timeout=0.05)
+    async def hang() -> str:
+        """Never finishes."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    @tool
+    async def after() -> str:
+        """Runs once the hung call is answered (both are exclusive: one at a time)."""
+        return "ran"
+
+    outcomes = await run_batch(
+        [ToolCall("1", "hang", {}), ToolCall("2", "after", {})], [hang, after]
+    )
+    assert outcomes[0].error == {
+        "tool": "hang",
+        "message": "tool 'hang' did not finish within 0.05 s (its timeout)",
+    }
+    assert outcomes[1].value == "ran"
+
+
+async def test_a_sync_tool_times_out_while_its_thread_runs_on() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def blocked(args: dict[str, Any]) -> str:
+        release.wait(30)
+        finished.set()
+        return "late"
+
+    slow = Tool("slow", execute=blocked, timeout=0.05)
+    with pytest.raises(TimeoutError, match=r"did not finish within 0\.05 s"):
+        await slow.invoke({})
+    assert not finished.is_set()  # answered while the thread was still blocked
+    release.set()
+    assert await asyncio.to_thread(finished.wait, 30)
+
+
+async def test_a_tool_within_its_timeout_is_unaffected() -> None:
+    @tool(timeout=30)
+    async def quick(x: int) -> int:
+        """Double."""
+        return 2 * x
+
+    assert quick.timeout == 30
+    assert await quick.invoke({"x": 4}) == 8
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "5", float("nan")])
+def test_timeout_must_be_a_positive_number(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="timeout must be None or a positive number"):
+        Tool("t", execute=lambda args: None, timeout=bad)

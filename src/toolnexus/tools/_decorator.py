@@ -152,6 +152,7 @@ def _build(
     hints: ToolHints | None,
     concurrency_safe: ConcurrencyPredicate | None,
     requires_approval: bool,
+    timeout: float | None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigurationError(f"@tool must decorate a function, got {fn!r}.")
@@ -176,6 +177,7 @@ def _build(
         concurrency_safe=concurrency_safe,
         requires_approval=requires_approval,
         arguments_model=model,
+        timeout=timeout,
     )
 
 
@@ -194,6 +196,7 @@ def tool(
     hints: ToolHints | None = None,
     concurrency_safe: ConcurrencyPredicate | None = None,
     requires_approval: bool = False,
+    timeout: float | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -206,6 +209,7 @@ def tool(
     hints: ToolHints | None = None,
     concurrency_safe: ConcurrencyPredicate | None = None,
     requires_approval: bool = False,
+    timeout: float | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a type-annotated function (sync or async) into a :class:`Tool`.
 
@@ -229,6 +233,8 @@ def tool(
         hints: Side-effect hints; ``ToolHints(read_only=True)`` lets calls overlap.
         concurrency_safe: Per-call predicate on the arguments dict; only ``True`` means safe.
         requires_approval: Whether each call needs an approval handler's consent.
+        timeout: Seconds a call may take before it fails (``None``: no limit); see
+            :attr:`Tool.timeout`.
 
     Returns:
         The tool (or, with options, a decorator that returns it).
@@ -246,6 +252,7 @@ def tool(
             hints=hints,
             concurrency_safe=concurrency_safe,
             requires_approval=requires_approval,
+            timeout=timeout,
         )
 
     if fn is not None:

@@ -43,6 +43,8 @@ class ServerConfig:
         url, headers: A server reached over streamable HTTP.
         trust_annotations: Whether its tools' annotations decide their safety.
         read_only_tools: Tool names (the server's own) to treat as read-only regardless.
+        timeout: Seconds each call of its tools may take (``None``: no limit); see
+            :attr:`~toolnexus.Tool.timeout`.
     """
 
     name: str
@@ -54,6 +56,7 @@ class ServerConfig:
     headers: dict[str, str] = field(default_factory=dict)
     trust_annotations: bool = True
     read_only_tools: tuple[str, ...] = ()
+    timeout: float | None = None
 
 
 def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
@@ -82,9 +85,20 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 headers=dict(spec.get("headers", {})),
                 trust_annotations=bool(spec.get("trust_annotations", True)),
                 read_only_tools=tuple(spec.get("read_only_tools", ())),
+                timeout=_timeout(name, spec.get("timeout")),
             )
         )
     return parsed
+
+
+def _timeout(server: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(
+            f"MCP server {server!r}: timeout must be a positive number of seconds, got {value!r}."
+        )
+    return float(value)
 
 
 class McpTools(list[Tool]):
@@ -148,6 +162,7 @@ def _wrap(server: ServerConfig, session: Any, tool: Any) -> Tool:
         execute=execute,
         hints=_hints(server, tool),
         source="mcp",
+        timeout=server.timeout,
     )
 
 

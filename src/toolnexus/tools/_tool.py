@@ -137,6 +137,10 @@ class Tool:
             of the JSON Schema (same rules, plus pydantic's coercions and custom validators).
         retries: How often an agent loop may re-run a failed call of this tool; ``None`` leaves
             it to the loop. ``run_code`` sets 0: a failed program has side effects already.
+        timeout: Seconds a call may take before it fails with "did not finish within N s"
+            (``None``: no limit). It frees the call's place in the lane, so a hung tool cannot
+            hold a turn forever. An async tool is cancelled; a sync tool's thread cannot be
+            interrupted and finishes on its own, its result discarded.
     """
 
     name: str
@@ -149,6 +153,7 @@ class Tool:
     requires_approval: bool = field(default=False, kw_only=True)
     arguments_model: type[BaseModel] | None = field(default=None, kw_only=True, repr=False)
     retries: int | None = field(default=None, kw_only=True)
+    timeout: float | None = field(default=None, kw_only=True)
     _validator: ArgumentsValidator = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
     _is_async: bool = field(init=False, repr=False)
@@ -183,6 +188,15 @@ class Tool:
             raise ConfigurationError(
                 f"Tool '{self.name}': retries must be None or an int >= 0, got {self.retries!r}."
             )
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, (int, float))
+            or not self.timeout > 0
+        ):
+            raise ConfigurationError(
+                f"Tool '{self.name}': timeout must be None or a positive number of seconds, "
+                f"got {self.timeout!r}."
+            )
         if not isinstance(self.input_schema, Mapping):
             raise ConfigurationError(
                 f"Tool '{self.name}': input_schema must be a JSON Schema object, "
@@ -210,9 +224,21 @@ class Tool:
 
         Raises:
             ToolArgumentsError: the arguments do not match the schema; ``execute`` never ran.
+            TimeoutError: the call took longer than :attr:`timeout`.
             Exception: whatever ``execute`` raised.
         """
         self._validator(args)
+        if self.timeout is None:
+            return await self._execute(args, ctx)
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._execute(args, ctx)
+        except TimeoutError:
+            raise TimeoutError(
+                f"tool '{self.name}' did not finish within {self.timeout:g} s (its timeout)"
+            ) from None
+
+    async def _execute(self, args: dict[str, Any], ctx: Any) -> Any:
         call_args: tuple[Any, ...] = (args, ctx) if self._takes_context else (args,)
         if self._is_async:
             return await self.execute(*call_args)
