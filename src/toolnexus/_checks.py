@@ -1,12 +1,13 @@
-"""Option checks shared by every constructor that takes counts."""
+"""Option checks shared by every constructor that takes counts or durations."""
 
 from __future__ import annotations
 
+import math
 from typing import TypeGuard
 
 from toolnexus.errors import ConfigurationError
 
-__all__ = ["int_at_least", "positive_int"]
+__all__ = ["int_at_least", "positive_int", "positive_number"]
 
 
 def int_at_least(value: object, minimum: int) -> TypeGuard[int]:
@@ -23,3 +24,14 @@ def positive_int(subject: str, value: object) -> int:
     if not int_at_least(value, 1):
         raise ConfigurationError(f"{subject} must be a positive integer, got {value!r}.")
     return value
+
+
+def positive_number(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a finite int or float above zero (a number of seconds, say);
+    ``True``/``False`` are not numbers here."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 from urllib.parse import urlsplit
 
-from toolnexus._checks import int_at_least, positive_int
+from toolnexus._checks import int_at_least, positive_int, positive_number
 from toolnexus.client._loop import LoopConfig, agent_loop, resume_loop
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._turn import RelayHandler
@@ -272,9 +272,7 @@ def create_client(
     mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
     if retries is not None and not int_at_least(retries, 0):
         raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-    ):
+    if timeout is not None and not positive_number(timeout):
         raise ConfigurationError(
             f"create_client timeout must be a positive number, got {timeout!r}."
         )

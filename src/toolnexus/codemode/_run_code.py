@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolnexus._checks import positive_number
 from toolnexus._text import clip_middle
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import (
@@ -80,7 +81,7 @@ def await_timeout(explicit: float | None = None) -> float:
         ConfigurationError: a value that is not a positive number, naming its source.
     """
     if explicit is not None:
-        if isinstance(explicit, bool) or not isinstance(explicit, (int, float)) or explicit <= 0:
+        if not positive_number(explicit):
             raise ConfigurationError(
                 f"await_timeout must be a positive number of seconds, got {explicit!r}."
             )

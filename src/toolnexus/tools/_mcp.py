@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from toolnexus._checks import positive_number
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
@@ -94,7 +95,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
 def _timeout(server: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if not positive_number(value):
         raise ConfigurationError(
             f"MCP server {server!r}: timeout must be a positive number of seconds, got {value!r}."
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolnexus._checks import int_at_least
+from toolnexus._checks import int_at_least, positive_number
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
 
@@ -188,11 +188,7 @@ class Tool:
             raise ConfigurationError(
                 f"Tool '{self.name}': retries must be None or an int >= 0, got {self.retries!r}."
             )
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, (int, float))
-            or not self.timeout > 0
-        ):
+        if self.timeout is not None and not positive_number(self.timeout):
             raise ConfigurationError(
                 f"Tool '{self.name}': timeout must be None or a positive number of seconds, "
                 f"got {self.timeout!r}."

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from toolnexus._checks import int_at_least, positive_number
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome
 
@@ -46,8 +47,7 @@ DEFAULT_MAX_SUB_CALLS = 1000
 
 
 def _positive(option: str, value: object, *, integer: bool) -> None:
-    bad = isinstance(value, bool) or not isinstance(value, int if integer else (int, float))
-    if bad or not math.isfinite(float(value)) or float(value) <= 0:  # type: ignore[arg-type]
+    if not (int_at_least(value, 1) if integer else positive_number(value)):
         kind = "a positive integer" if integer else "a positive number"
         raise ConfigurationError(
             f"runtime option {option} must be {kind}, got {value!r}; leave it out for the default."
