@@ -67,7 +67,8 @@ RUN_CODE_BASE_DESCRIPTION = (
     "Arguments: code (the program) and description (one sentence saying what it does)."
 )
 
-_LANGUAGE_OF_RUNTIME = {"python": "python", "javascript": "javascript"}
+_LANGUAGES = ("python", "javascript")
+"""The languages a runtime may run; each is also the language of the SDK its programs see."""
 _DEFAULT_RUNTIMES: dict[str, CodeRuntime] = {}
 
 
@@ -93,7 +94,7 @@ def await_timeout(explicit: float | None = None) -> float:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0 or value == float("inf"):
+    if not positive_number(value):
         raise ConfigurationError(
             f"{ENV_CODE_RUN_TIMEOUT}={raw!r} is not a positive number of seconds; fix or unset it."
         )
@@ -109,7 +110,7 @@ def default_runtime(language: str = "python") -> CodeRuntime:
     Raises:
         ConfigurationError: an unknown language, or a runtime whose package is not installed.
     """
-    if language not in _LANGUAGE_OF_RUNTIME:
+    if language not in _LANGUAGES:
         raise ConfigurationError(
             f"Code Mode language must be 'python' or 'javascript', got {language!r}."
         )
@@ -172,10 +173,7 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
 def _check_program(code: object, runtime: CodeRuntime) -> None:
     if not isinstance(code, str):
         raise ConfigurationError(f"code must be a string, got {type(code).__name__}.")
-    if (
-        not hasattr(runtime, "run")
-        or getattr(runtime, "language", None) not in _LANGUAGE_OF_RUNTIME
-    ):
+    if not hasattr(runtime, "run") or getattr(runtime, "language", None) not in _LANGUAGES:
         raise ConfigurationError(
             f"runtime must be a CodeRuntime (MontyRuntime, V8Runtime), got {runtime!r}."
         )
@@ -230,7 +228,7 @@ async def run_program(
     """
     chosen = runtime if runtime is not None else default_runtime(language)
     _check_program(code, chosen)
-    sdk = render_sdk(_LANGUAGE_OF_RUNTIME[chosen.language], filter_tools(tools, policy))
+    sdk = render_sdk(chosen.language, filter_tools(tools, policy))
     return await _execute(
         code,
         tools,
@@ -265,7 +263,6 @@ async def _execute(
     description: str | None,
 ) -> dict[str, Any]:
     """One run against an SDK already rendered (``run_code`` renders it once, when built)."""
-    lang = _LANGUAGE_OF_RUNTIME[chosen.language]
     log = _CallLog()
     ctx = RunContext(
         deps=deps,
@@ -276,8 +273,10 @@ async def _execute(
         call_id=call_id,
     )
     if session is not None and description is not None:
-        session.log_event("code_run", {"id": call_id, "language": lang, "description": description})
-    with code_run_span(lang, call_id) as span:  # current while the lane is made: calls nest
+        event = {"id": call_id, "language": chosen.language, "description": description}
+        session.log_event("code_run", event)
+    # The span is current while the lane is made, so the sub-calls' spans nest under it.
+    with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(
             direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
         )
@@ -344,7 +343,8 @@ def run_code_tool(
     """
     chosen = runtime if runtime is not None else default_runtime("python")
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
-    sdk = render_sdk(_LANGUAGE_OF_RUNTIME.get(chosen.language, "python"), granted_tools)
+    language = chosen.language if chosen.language in _LANGUAGES else "python"
+    sdk = render_sdk(language, granted_tools)
     tools_for_run = list(all_tools)
     patience = _patience(await_timeout)  # validate now, not mid-conversation
     prepare = getattr(chosen, "prepare", None)
