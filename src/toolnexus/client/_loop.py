@@ -88,6 +88,7 @@ class _Run:
         self,
         config: LoopConfig,
         prompt: str,
+        tools: Sequence[Tool],
         history: Sequence[dict[str, Any]],
         session: Session,
     ) -> None:
@@ -99,9 +100,16 @@ class _Run:
         self.usage = Usage()
         self.turns = 0
         self.text = ""
-        self.kit = Toolkit([])
-        self.definitions: list[dict[str, Any]] = []
-        self.ctx = RunContext()
+        offered = _offered_tools(config, tools)
+        self.kit = Toolkit(offered)
+        self.definitions = config.style.tool_definitions(offered)
+        self.ctx = RunContext(
+            deps=config.deps,
+            policy=config.policy,
+            approval_handler=config.approval_handler,
+            hooks=config.hooks,
+            session=session,
+        )
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
 
@@ -155,6 +163,18 @@ class _Run:
             record_tool_result(self.session, call, outcome)
 
 
+def _offered_tools(config: LoopConfig, tools: Sequence[Tool]) -> list[Tool]:
+    """The tools the model is offered: the mode's view of the granted tools, tiered in native
+    mode (Code Mode programs call tools directly: no tiers there)."""
+    granted = filter_tools(tools, config.policy)
+    visible = visible_tools(
+        config.mode, tools, granted, runtime=config.runtime, policy=config.policy
+    )
+    if config.mode == "native":
+        return tool_tiers(visible, enabled=config.tiers)
+    return visible
+
+
 async def agent_loop(
     config: LoopConfig,
     prompt: str,
@@ -165,26 +185,7 @@ async def agent_loop(
     stream: bool,
 ) -> AsyncIterator[StreamEvent]:
     """Run the loop, yielding events; the last one is :class:`DoneEvent`."""
-    run = _Run(config, prompt, history, session)
-    granted = filter_tools(tools, config.policy)
-    visible = visible_tools(
-        config.mode,
-        tools,
-        granted,
-        runtime=config.runtime,
-        policy=config.policy,
-    )
-    if config.mode == "native":  # Code Mode programs call tools directly: no tiers there
-        visible = tool_tiers(visible, enabled=config.tiers)
-    run.kit = Toolkit(visible)
-    run.definitions = config.style.tool_definitions(visible)
-    run.ctx = RunContext(
-        deps=config.deps,
-        policy=config.policy,
-        approval_handler=config.approval_handler,
-        hooks=config.hooks,
-        session=run.session,
-    )
+    run = _Run(config, prompt, tools, history, session)
     async for event in drive(run, stream=stream):
         yield event
 
