@@ -308,7 +308,7 @@ class AgentRuntime:
         if handle._done is not None and handle._done.done():
             return  # this wake already ended
         handle._last = result
-        if handle._done is not None and not handle._done.done():
+        if handle._done is not None:
             handle._done.set_result(result)
         self.trace.append(("finished", handle.id))
         parent = handle.parent
@@ -358,7 +358,7 @@ class AgentRuntime:
 
             tools.append(task_tool(self, handle))
         client = self._client_for(handle)
-        with agent_turn_span(handle.definition.name, handle.id):  # its requests and calls nest
+        with agent_turn_span(handle.name, handle.id):  # its requests and calls nest
             try:
                 run = await client.run(message, tools=tools, history=handle.history)
             except ProviderError as exc:
@@ -368,12 +368,7 @@ class AgentRuntime:
             node.usage.add(run.usage)
             node.tool_calls += len(run.tool_calls)
         exhausted = self._exhausted(handle)
-        status: TaskStatus = "done" if run.status == "done" else "incomplete"
-        if exhausted and status == "done":
-            status = "incomplete"
-        error = (
-            exhausted
-            if status == "incomplete" and exhausted
-            else ("the turn budget (max_turns) ran out" if status == "incomplete" else None)
-        )
-        return TaskResult(run.text, status, run.turns, run.usage, error)
+        if run.status == "done" and not exhausted:
+            return TaskResult(run.text, "done", run.turns, run.usage)
+        error = exhausted or "the turn budget (max_turns) ran out"
+        return TaskResult(run.text, "incomplete", run.turns, run.usage, error)
