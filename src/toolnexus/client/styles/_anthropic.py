@@ -46,16 +46,8 @@ class AnthropicStyle(Style):
             params["tools"] = tools
         return params
 
-    async def complete(
-        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
-    ) -> AssistantTurn:
-        message = await sdk.messages.create(**params)
-        turn = self._turn(message)
-        if turn.text:
-            await on_text(turn.text)
-        for call in turn.calls:
-            await on_call(call)
-        return turn
+    async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        return self._turn(await sdk.messages.create(**params))
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall

@@ -118,9 +118,14 @@ class Style:
                 if stream:
                     turn = await self.stream(sdk, params, on_text, on_call)
                 else:
-                    turn = await self.complete(sdk, params, on_text, on_call)
+                    turn = await self.complete(sdk, params)
             except translated as exc:  # the one boundary where SDK errors are translated
                 raise provider_error(exc, self.base_url, self.key_variables) from exc
+            if not stream:  # a whole response: its text and calls are all known now
+                if turn.text:
+                    await on_text(turn.text)
+                for call in turn.calls:
+                    await on_call(call)
             record_response(
                 span,
                 input_tokens=turn.usage.input_tokens,
@@ -149,10 +154,8 @@ class Style:
         """The request body (besides streaming flags)."""
         raise NotImplementedError
 
-    async def complete(
-        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
-    ) -> AssistantTurn:
-        """One whole (JSON) response."""
+    async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        """One whole (JSON) response (:meth:`respond` announces its text and calls)."""
         raise NotImplementedError
 
     async def stream(

@@ -44,9 +44,7 @@ class OpenAIStyle(Style):
             params["tools"] = tools
         return params
 
-    async def complete(
-        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
-    ) -> AssistantTurn:
+    async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
         response = await sdk.chat.completions.create(**params)
         choice = response.choices[0]
         text = choice.message.content or ""
@@ -55,10 +53,6 @@ class OpenAIStyle(Style):
             for c in choice.message.tool_calls or []
             if getattr(c, "function", None) is not None
         ]
-        if text:
-            await on_text(text)
-        for call in calls:
-            await on_call(call)
         usage = response.usage
         return self._turn(
             text,
