@@ -38,6 +38,31 @@ def _arguments(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args)
 
 
+class Verbatim(str):
+    """Call arguments spliced into an Anthropic body as they are: any JSON value, or text that
+    Python's own ``json`` could not even build (nesting thousands deep)."""
+
+
+def _dumps_with_verbatim(reply: dict[str, Any]) -> str:
+    """``json.dumps(reply)`` where each :class:`Verbatim` input is written as raw JSON."""
+    verbatim: list[str] = []
+
+    def placeholder(value: Any) -> Any:
+        if isinstance(value, Verbatim):
+            verbatim.append(str(value))
+            return f"__verbatim_{len(verbatim) - 1}__"
+        if isinstance(value, dict):
+            return {k: placeholder(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [placeholder(v) for v in value]
+        return value
+
+    text = json.dumps(placeholder(reply))
+    for n, raw in enumerate(verbatim):
+        text = text.replace(f'"__verbatim_{n}__"', raw)
+    return text
+
+
 class FakeProvider:
     """Scripted endpoint. ``script(*turns)`` queues responses; ``requests`` records bodies."""
 
@@ -96,7 +121,7 @@ class FakeProvider:
                     self._stream(turn, anthropic, body)
                 else:
                     reply = _anthropic_json(turn, body) if anthropic else _openai_json(turn, body)
-                    self._send(200, json.dumps(reply))
+                    self._send(200, _dumps_with_verbatim(reply))
 
             def _send(self, status: int, text: str) -> None:
                 data = text.encode()
@@ -253,7 +278,7 @@ def _anthropic_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
                 "type": "tool_use",
                 "id": cid,
                 "name": name,
-                "input": args if isinstance(args, dict) else json.loads(args),
+                "input": args if isinstance(args, (dict, Verbatim)) else json.loads(args),
             }
         )
     return {

@@ -88,9 +88,9 @@ async def test_unknown_tools_and_invalid_arguments_run_nothing() -> None:
     }
     assert outcomes[3] == Outcome(value="y")
     assert outcomes[4].error is not None
-    assert "arguments are not valid JSON" in outcomes[4].error["message"]
+    assert "the text is not valid JSON" in outcomes[4].error["message"]
     assert outcomes[5].error is not None
-    assert outcomes[5].error["message"].endswith("arguments must be a JSON object, got list")
+    assert outcomes[5].error["message"].endswith("arguments must be a JSON object, got an array")
     assert outcomes[6].error == {
         "tool": "count",
         "message": "invalid arguments for tool 'count': n: Field required",

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolnexus._json import encodable_text, json_problem, loads_strict
 from toolnexus.client._result import (
     DoneEvent,
     RunResult,
@@ -42,11 +42,11 @@ from toolnexus.codemode import (
 )
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
-from toolnexus.scheduling import Outcome, Scheduler, ToolCall
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result
 from toolnexus.scheduling._outcome import outcome_from_value, outcome_text
 from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolHooks, Toolkit
+from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools.tiers import tool_tiers
 
 __all__ = ["LoopConfig", "agent_loop"]
@@ -73,12 +73,17 @@ class LoopConfig:
 
 
 def _arguments(call: ToolCall) -> Any:
-    if isinstance(call.arguments, str):
+    """The call's arguments for the transcript and the records: the decoded JSON, else the raw
+    text; never anything the session log would refuse (see ``parse_arguments`` for what runs)."""
+    raw = call.arguments
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
         try:
-            return json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            return call.arguments
-    return dict(call.arguments)
+            return loads_strict(raw)
+        except ValueError:
+            return encodable_text(raw)
+    return snapshot(raw)
 
 
 class _Run:
@@ -206,6 +211,9 @@ async def resume_loop(
     ]
     if missing:
         raise ConfigurationError(f"answers are missing for the pending calls {missing}.")
+    for call, outcome in zip(calls, outcomes, strict=True):
+        if outcome is PENDING:
+            _check_answer(call.id, answers[call.id])
     done = [
         outcome_from_value(c.name, answers[c.id]) if o is PENDING else o
         for c, o in zip(calls, outcomes, strict=True)
@@ -219,6 +227,25 @@ async def resume_loop(
     run.results(calls, done)
     async for event in drive(run, stream=stream):
         yield event
+
+
+def _check_answer(call_id: str, answer: Any) -> None:
+    """Refuse an answer that cannot be handed to the model, before the run stops waiting.
+
+    Raises:
+        ConfigurationError: naming the call and what is wrong; the run stays pending.
+    """
+    value = answer
+    if isinstance(answer, Outcome):
+        value = answer.value if answer.error is None else answer.error.get("message")
+    elif isinstance(answer, ToolResult):
+        value = answer.output
+    problem = json_problem(value, f"the answer for {call_id!r}", foreign_ok=True)
+    if problem:
+        raise ConfigurationError(
+            f"{problem}; pass JSON data (or a string). The run is still pending: resume it again "
+            "with corrected answers."
+        )
 
 
 async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:

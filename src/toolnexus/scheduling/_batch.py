@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolnexus._json import json_problem, loads_strict
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._outcome import Outcome, outcome_text
@@ -37,22 +37,37 @@ class ToolCall:
     parent_token: str | None = None
 
 
-def _parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
-    """The call's arguments as a JSON-shaped dict, or a message saying why they are not."""
+def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
+    """The call's arguments as a JSON-shaped dict, or a message saying why they are not.
+
+    Text is decoded strictly (:func:`~toolnexus._json.loads_strict`): nesting past 64 levels,
+    ``NaN``, integers past Python's digit limit and lone surrogates are refused, never raised.
+    A mapping (a provider that decoded the JSON itself) must hold finite numbers and be nested
+    no deeper either.
+    """
     if isinstance(raw, str):
         if not raw.strip():
             return {}
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            return (
-                f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
-                "send the arguments as one JSON object"
-            )
+            raw = loads_strict(raw)
+        except ValueError as exc:
+            return f"{exc}; send the arguments as one JSON object"
+    if not isinstance(raw, Mapping):
+        return f"arguments must be a JSON object, got {_json_kind(raw)}"
+    # a mapping a provider decoded itself: same limits (host objects are left to the snapshot)
+    problem = json_problem(raw, "arguments", foreign_ok=True)
+    if problem:
+        return f"{problem}; send the arguments as plain JSON"
     args = snapshot(raw)
-    if not isinstance(args, dict):
-        return f"arguments must be a JSON object, got {type(raw).__name__}"
+    assert isinstance(args, dict)  # snapshot keeps a mapping a mapping
     return args
+
+
+def _json_kind(value: object) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return kinds.get(type(value), type(value).__name__)
 
 
 def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outcome:
@@ -63,7 +78,7 @@ def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outc
         return Outcome.failure(
             call.name, f"unknown tool '{call.name}'; available tools: {available}"
         )
-    args = _parse_arguments(call.arguments)
+    args = parse_arguments(call.arguments)
     if isinstance(args, str):
         return Outcome.failure(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:

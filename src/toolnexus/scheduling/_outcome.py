@@ -7,7 +7,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from toolnexus._json import encodable_text
 from toolnexus.errors import ToolError
+from toolnexus.scheduling._snapshot import snapshot
 from toolnexus.tools import ToolResult
 
 __all__ = [
@@ -86,18 +88,36 @@ def outcome_from_exception(tool: str, exc: BaseException) -> Outcome:
 
 
 def _result_text(output: Any) -> str:
+    """``output`` as text: a string as is, anything else as JSON. Never raises.
+
+    What plain ``json.dumps`` cannot write (an object whose ``repr`` raises, nesting past the
+    stack, a cycle, an integer past Python's digit limit) is written from its
+    :func:`~toolnexus.scheduling.snapshot`; lone surrogates become U+FFFD, so the text can
+    always be sent on.
+    """
     if isinstance(output, str):
-        return output
+        return encodable_text(str.__str__(output))
     try:
-        return json.dumps(output, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
-        return repr(output)
+        text = json.dumps(output, ensure_ascii=False, default=_repr)
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(snapshot(output), ensure_ascii=False)
+    return encodable_text(text)
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a broken __repr__ still yields text
+        return f"<unrepresentable {type(value).__name__} object>"
 
 
 def outcome_text(outcome: Outcome) -> str:
-    """The outcome as the text a model reads: the error message, or the value (JSON unless str)."""
+    """The outcome as the text a model reads: the error message, or the value (JSON unless str).
+
+    Never raises, and the text always encodes as UTF-8.
+    """
     if outcome.error is not None:
-        return outcome.error.get("message", GENERIC_FAILURE)
+        return encodable_text(outcome.error.get("message", GENERIC_FAILURE))
     return _result_text(outcome.value)
 
 

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from toolnexus.scheduling._rule import Mode
+from toolnexus.scheduling._snapshot import snapshot
 from toolnexus.tools import Tool
 
 __all__ = ["concurrency_mode"]
@@ -27,14 +28,15 @@ def concurrency_mode(tool: Tool, args: dict[str, Any]) -> Mode:
     3. anything else, including no hints at all, means exclusive.
 
     ``args`` should be the same normalised snapshot the tool will receive (the scheduler passes
-    exactly that). See ``docs/scheduling.md``.
+    exactly that); the predicate gets a copy of its own, so one that mutates its argument
+    cannot change what the tool receives. See ``docs/scheduling.md``.
     """
     predicate = tool.concurrency_safe
     if predicate is None:
         hints = tool.hints
         return "parallel" if hints is not None and hints.read_only is True else "exclusive"
     try:
-        verdict = predicate(args)
+        verdict = predicate(snapshot(args))  # its own copy: a predicate cannot change the call
     except Exception as exc:
         logger.warning(
             "concurrency_safe predicate of tool %r raised %s: %s; running the call exclusively",

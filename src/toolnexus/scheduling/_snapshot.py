@@ -10,6 +10,7 @@ the tool or the log, only its ``repr()``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,14 @@ __all__ = ["MAX_DEPTH", "snapshot"]
 
 MAX_DEPTH = 64
 """Containers nested deeper than this are rendered with ``repr()`` instead of copied."""
+
+
+_INT_BOUND = 10 ** ((sys.get_int_max_str_digits() or 4300) - 1)
+"""Integers this large cannot be written as JSON (or even ``repr``'d) by Python."""
+
+
+def _big_int(value: int) -> str:
+    return f"<int of {value.bit_length()} bits, too large for JSON>"
 
 
 def _render(value: object) -> str:
@@ -41,7 +50,8 @@ def _key(key: object) -> str:
     return _render(key)
 
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({str, bool, type(None)})
+"""Passed through as they are; ints too, when they fit in JSON (checked inline)."""
 
 
 def _copy_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
@@ -49,8 +59,11 @@ def _copy_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[
     # scheduler's hot path.
     copy = {}
     for key, item in value.items():
+        kind = type(item)
         copy[key if type(key) is str else _key(key)] = (
-            item if type(item) in _SCALARS else _copy(item, depth, path)
+            item
+            if kind in _SCALARS or (kind is int and -_INT_BOUND < item < _INT_BOUND)
+            else _copy(item, depth, path)
         )
     return copy
 
@@ -59,6 +72,8 @@ def _copy(value: Any, depth: int, path: set[int]) -> Any:
     kind = type(value)
     if kind in _SCALARS:
         return value
+    if kind is int:
+        return value if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if kind is float:
         return value if math.isfinite(value) else _render(value)
     if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
@@ -79,7 +94,7 @@ def _copy(value: Any, depth: int, path: set[int]) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
-        return int(value)
+        return int(value) if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if isinstance(value, float):
         return float(value) if math.isfinite(value) else _render(value)
     return _render(value)
@@ -90,7 +105,8 @@ def snapshot(value: Any) -> Any:
 
     Scalars pass through; mappings are rebuilt with string keys (``1`` becomes ``"1"``, as
     ``json.dumps`` would write it); lists and tuples become lists; anything else (sets, bytes,
-    objects, functions, NaN, cycles, nesting past :data:`MAX_DEPTH`) becomes its ``repr()``.
+    objects, functions, NaN, cycles, nesting past :data:`MAX_DEPTH`) becomes its ``repr()``;
+    an integer too large for JSON becomes a short text saying so.
     The result always survives ``json.dumps(..., allow_nan=False)`` and shares no mutable
     container with the input. Never raises.
 
@@ -102,7 +118,10 @@ def snapshot(value: Any) -> Any:
     if type(value) is dict:  # fast path: a flat object of str keys and scalar values
         flat = {}
         for key, item in value.items():
-            if type(key) is not str or type(item) not in _SCALARS:
+            kind = type(item)
+            if type(key) is not str or (
+                kind not in _SCALARS and (kind is not int or not -_INT_BOUND < item < _INT_BOUND)
+            ):
                 break
             flat[key] = item
         else:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
+from toolnexus.client.styles._base import (
+    AssistantTurn,
+    OnCall,
+    OnText,
+    Style,
+    Usage,
+    undecodable_body,
+)
 from toolnexus.scheduling import Outcome, ToolCall
+from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
 
@@ -47,43 +56,51 @@ class AnthropicStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
-        return self._turn(await sdk.messages.create(**params))
+        try:
+            message = await sdk.messages.create(**params)
+        except (ValueError, RecursionError) as exc:  # the SDK could not decode the body
+            raise undecodable_body(self.base_url, exc) from None
+        content = [block.model_dump(mode="python", warnings=False) for block in message.content]
+        usage = Usage(message.usage.input_tokens, message.usage.output_tokens)
+        return _turn(content, usage, message.stop_reason)
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
-        async with sdk.messages.stream(**params) as events:
-            async for event in events:
-                if event.type == "text":
-                    await on_text(event.text)
-                elif event.type == "content_block_stop":
-                    block = event.content_block
-                    if block.type == "tool_use":  # its arguments are complete: start it now
-                        await on_call(ToolCall(block.id, block.name, dict(block.input)))
-            return self._turn(await events.get_final_message())
+        """Stream the raw events; a ``tool_use`` block is announced at its ``content_block_stop``.
 
-    def _turn(self, message: Any) -> AssistantTurn:
-        content: list[dict[str, Any]] = []
-        calls: list[ToolCall] = []
-        text_parts: list[str] = []
-        for block in message.content:
-            if block.type == "text":
-                text_parts.append(block.text)
-                content.append({"type": "text", "text": block.text})
-            elif block.type == "tool_use":
-                arguments = dict(block.input)
-                calls.append(ToolCall(block.id, block.name, arguments))
-                content.append(
-                    {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
-                )
-        usage = Usage(message.usage.input_tokens, message.usage.output_tokens)
-        return AssistantTurn(
-            "".join(text_parts),
-            calls,
-            usage,
-            message.stop_reason,
-            {"role": "assistant", "content": content},
-        )
+        Why not the SDK's accumulating stream helper: it decodes each call's ``partial_json``
+        itself and fails the whole response on one call's broken input. Here the input text is
+        kept as text, so :func:`~toolnexus.scheduling.run_batch`'s strict parser fails that one
+        call, with a message the model reads.
+        """
+        blocks: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        stop_reason: str | None = None
+        events = await sdk.messages.create(**params, stream=True)
+        async for event in events:
+            if event.type == "message_start":
+                usage.input_tokens = event.message.usage.input_tokens or 0
+            elif event.type == "content_block_start":
+                blocks[event.index] = event.content_block.model_dump(mode="python", warnings=False)
+            elif event.type == "content_block_delta":
+                block = blocks.get(event.index)
+                if block is None:
+                    continue
+                if event.delta.type == "text_delta":
+                    block["text"] = block.get("text", "") + event.delta.text
+                    await on_text(event.delta.text)
+                elif event.delta.type == "input_json_delta":
+                    block["input_text"] = block.get("input_text", "") + event.delta.partial_json
+            elif event.type == "content_block_stop":
+                block = blocks.get(event.index, {})
+                if block.get("type") == "tool_use":  # its arguments are complete: start it now
+                    await on_call(ToolCall(block["id"], block["name"], _arguments(block)))
+            elif event.type == "message_delta":
+                stop_reason = event.delta.stop_reason or stop_reason
+                usage.output_tokens = event.usage.output_tokens or 0
+        content = [blocks[i] for i in sorted(blocks)]
+        return _turn(content, usage, stop_reason)
 
     def results(
         self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
@@ -98,3 +115,48 @@ class AnthropicStyle(Style):
             for c, o in zip(calls, outcomes, strict=True)
         ]
         return [{"role": "user", "content": blocks}]
+
+
+def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -> AssistantTurn:
+    """The assistant turn of a response's content blocks (plain dicts)."""
+    content: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
+    text_parts: list[str] = []
+    for block in blocks:
+        if block.get("type") == "text":
+            text_parts.append(block.get("text", ""))
+            content.append({"type": "text", "text": block.get("text", "")})
+        elif block.get("type") == "tool_use":
+            call = ToolCall(block["id"], block["name"], _arguments(block))
+            calls.append(call)
+            content.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": _echo(call)}
+            )
+    message = {"role": "assistant", "content": content}
+    return AssistantTurn("".join(text_parts), calls, usage, stop_reason, message)
+
+
+def _echo(call: ToolCall) -> dict[str, Any]:
+    """The input as the transcript sends it back: always an object of plain JSON (Messages
+    requires an object, and one ``NaN`` would make every later request unsendable)."""
+    args = parse_arguments(call.arguments)
+    return args if isinstance(args, dict) else {}
+
+
+def _arguments(block: dict[str, Any]) -> dict[str, Any] | str:
+    """A ``tool_use`` block's input as call arguments.
+
+    Streamed input text stays text (parsed strictly when the call is checked), and a decoded
+    object is taken as it is. Any other decoded input (a list, a string, a number, null: a
+    server's bug) is passed on as its JSON text, so the call fails with "arguments must be a
+    JSON object" instead of being turned into an object (``dict()`` makes a list of pairs one).
+    """
+    if "input_text" in block:
+        return str(block["input_text"])
+    tool_input = block.get("input")
+    if isinstance(tool_input, dict):
+        return dict(tool_input)
+    try:
+        return json.dumps(tool_input)
+    except (TypeError, ValueError, RecursionError):
+        return repr(type(tool_input))

@@ -8,12 +8,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from toolnexus._json import encodable_data
 from toolnexus._tracing import model_request_span, record_response
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
 
-__all__ = ["AssistantTurn", "OnCall", "OnText", "Style", "Usage", "provider_error"]
+__all__ = [
+    "AssistantTurn",
+    "OnCall",
+    "OnText",
+    "Style",
+    "Usage",
+    "provider_error",
+    "undecodable_body",
+]
 
 OnText = Callable[[str], Awaitable[None]]
 """Called with each piece of assistant text as it arrives."""
@@ -68,6 +77,17 @@ def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) 
     return ProviderError(int(status), message)
 
 
+def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
+    """The error for a response body the SDK could not decode as JSON at all."""
+    if isinstance(exc, RecursionError):
+        cause = "it is nested too deeply to decode"
+    else:
+        cause = f"it is not JSON Python can read ({str(exc).split(';')[0]})"
+    return ProviderError(
+        200, f"the model at {base_url} sent a response that cannot be used: {cause}"
+    )
+
+
 class Style:
     """A wire format the loop speaks: OpenAI Chat Completions or Anthropic Messages.
 
@@ -110,7 +130,7 @@ class Style:
         on_call: OnCall,
     ) -> AssistantTurn:
         """Ask the model for its next turn; SDK errors become :class:`ProviderError`."""
-        params = self.request(messages, tools)
+        params = encodable_data(self.request(messages, tools))
         translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
         server = urlsplit(self.base_url).hostname or self.base_url
         with model_request_span(self.name, self.model, server) as span:
@@ -121,6 +141,8 @@ class Style:
                     turn = await self.complete(sdk, params)
             except translated as exc:  # the one boundary where SDK errors are translated
                 raise provider_error(exc, self.base_url, self.key_variables) from exc
+            except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
+                raise undecodable_body(self.base_url, exc) from None
             if not stream:  # a whole response: its text and calls are all known now
                 if turn.text:
                     await on_text(turn.text)

@@ -9,6 +9,7 @@ from typing import Any
 import openai
 
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
+from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
@@ -46,6 +47,12 @@ class OpenAIStyle(Style):
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
         response = await sdk.chat.completions.create(**params)
+        if not getattr(response, "choices", None):
+            raise ProviderError(
+                200,
+                f"the model at {self.base_url} answered without any choice (an empty "
+                '"choices" list): the server produced no reply; check its logs',
+            )
         choice = response.choices[0]
         text = choice.message.content or ""
         calls = [

@@ -1,0 +1,168 @@
+"""JSON at the trust boundary: strict parsing, one shape check, and text that never fails.
+
+Everything a model, a program or a server sends arrives as JSON text or as values decoded from
+it, and everything toolnexus hands back must encode again (to a provider, a sandbox, a session
+log). Python's ``json`` module is lenient where that hurts: it accepts ``NaN`` and ``Infinity``,
+raises ``RecursionError`` (not ``ValueError``) on deep nesting, raises ``ValueError`` on
+integers longer than Python's digit limit, and happily decodes lone surrogates that no UTF-8
+encoder will write back. This module is the one place that knows those traps, so every surface
+answers hostile input with a message instead of an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+__all__ = [
+    "MAX_NESTING",
+    "encodable_data",
+    "encodable_text",
+    "json_problem",
+    "loads_strict",
+]
+
+MAX_NESTING = 64
+"""Deepest nesting of objects and arrays accepted from outside (tool arguments, results)."""
+
+_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+_INT_BOUND = 10 ** (_INT_DIGITS - 1)
+"""Integers at least this large (in magnitude) cannot be written as JSON by Python."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Decode JSON text that came from outside; every failure is a ``ValueError`` that says why.
+
+    Refuses ``NaN``/``Infinity``, nesting deeper than :data:`MAX_NESTING`, integers past
+    Python's digit limit, and strings that hold lone surrogates (they cannot be encoded again).
+
+    Raises:
+        ValueError: what is wrong, in words a model can act on.
+    """
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the text is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:
+        raise ValueError(f"the JSON is nested deeper than {MAX_NESTING} levels") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer past the digit limit
+        raise ValueError(f"the text is not valid JSON ({_first_line(exc)})") from None
+    problem = json_problem(value, "the JSON")
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split(";")[0].split("\n")[0]
+
+
+def _string_problem(text: str, where: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{where} holds a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot encode"
+    return None
+
+
+def json_problem(
+    value: Any, where: str = "value", *, max_depth: int = MAX_NESTING, foreign_ok: bool = False
+) -> str | None:
+    """``None`` when ``value`` is plain JSON data that will encode anywhere, else what is wrong.
+
+    Plain JSON data: ``None``, bools, finite floats, ints within Python's digit limit, strings
+    without lone surrogates, lists/tuples and dicts with string keys, nested at most
+    ``max_depth`` levels, without cycles. With ``foreign_ok``, values of other types (objects a
+    host put in, which a snapshot renders with ``repr()``) are let through; everything else is
+    still checked. Iterative: no input can exhaust the stack.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    active: set[int] = set()
+    while stack:
+        item, path, depth = stack.pop()
+        kind = type(item)
+        if item is None or kind is bool:
+            continue
+        if kind is str or isinstance(item, str):
+            problem = _string_problem(item, path)
+        elif kind is int or isinstance(item, int):
+            big = not -_INT_BOUND < item < _INT_BOUND
+            problem = f"{path} is an integer too large for JSON" if big else None
+        elif kind is float or isinstance(item, float):
+            problem = None if math.isfinite(item) else f"{path} is {item!r}, which JSON cannot hold"
+        elif isinstance(item, (dict, list, tuple)):
+            if depth >= max_depth:
+                return f"{where} is nested deeper than {max_depth} levels"
+            if id(item) in active:
+                return f"{path} contains itself"
+            active.add(id(item))
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"{path} has a non-string key {_short(key)}"
+                    problem = _string_problem(key, f"a key of {path}")
+                    if problem:
+                        return problem
+                    stack.append((child, f"{path}[{_short(key)}]", depth + 1))
+            else:
+                stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+            continue
+        elif foreign_ok:
+            continue
+        else:
+            problem = f"{path} is a {kind.__name__}, which is not JSON"
+        if problem:
+            return problem
+    return None
+
+
+def _short(key: object) -> str:
+    try:
+        text = json.dumps(key) if isinstance(key, str) else f"<{type(key).__name__}>"
+    except (TypeError, ValueError):
+        text = "<key>"
+    return text if len(text) <= 40 else text[:37] + '..."'
+
+
+def encodable_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # In a str every surrogate is a lone one: UTF-16 writes it as one unit, and decoding
+        # with "replace" turns each such unit into U+FFFD.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def encodable_data(value: Any) -> Any:
+    """``value`` (JSON data) with every string made :func:`encodable_text`; ``value`` itself
+    when nothing needed it. For a request body about to be sent: one lone surrogate anywhere
+    (from a model's text, a tool's result) would otherwise fail the whole request."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return _encodable(value)
+    except (TypeError, ValueError, RecursionError):
+        return value  # not ours to judge here: the sender reports it
+    return value
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable_text(value)
+    if isinstance(value, dict):
+        return {encodable_text(str(k)): _encodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(v) for v in value]
+    return value

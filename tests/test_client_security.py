@@ -1,0 +1,240 @@
+"""Hostile input from the model's side of the wire: every one is an error result the model reads,
+or a clear error, never an exception out of the loop. Both styles, streaming and not, over real
+HTTP on 127.0.0.1 (see ``fake_provider.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fake_provider import FakeProvider, Turn, Verbatim
+from test_client import client_for, run, tool_results
+from toolnexus import ToolCall, ToolHints, run_batch, tool
+from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.tools import Tool
+from toolnexus.tools.relay import relay_tool
+
+STYLES = ["openai", "anthropic"]
+MODES = [False, True]  # streaming
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    server = FakeProvider().start()
+    yield server
+    server.stop()
+
+
+received: list[Any] = []
+
+
+@tool(hints=ToolHints(read_only=True))
+def echo(x: Any = None) -> Any:
+    """Return x."""
+    received.append(x)
+    return x
+
+
+DEEP = "[" * 5000 + "]" * 5000
+HOSTILE_ARGUMENT_TEXT = {
+    "nesting of thousands of levels": '{"x": ' + DEEP + "}",
+    "a 5000-digit number": '{"x": ' + "9" * 5000 + "}",
+    "NaN": '{"x": NaN}',
+    "Infinity": '{"x": -Infinity}',
+    "nesting past the session log's limit": '{"x": ' + "[" * 300 + "]" * 300 + "}",
+    "a lone surrogate": '{"x": "\\ud800"}',
+}
+
+
+@pytest.mark.parametrize("stream", MODES)
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("case", sorted(HOSTILE_ARGUMENT_TEXT))
+async def test_hostile_argument_text_is_an_error_result_and_the_run_goes_on(
+    provider: FakeProvider, style: str, stream: bool, case: str
+) -> None:
+    text = HOSTILE_ARGUMENT_TEXT[case]
+    if style == "anthropic" and not stream and case in UNDECODABLE_BODIES:
+        pytest.skip("such a whole Anthropic body cannot be decoded: a provider error, see below")
+    hostile = Verbatim(text) if style == "anthropic" else text
+    provider.script(
+        Turn(calls=[("c1", "echo", hostile), ("c2", "echo", {"x": "fine"})]),
+        Turn(text="done"),
+    )
+    received.clear()
+    result = await run(client_for(provider, style), "go", tools=[echo], stream=stream)
+    assert result.status == "done" and result.text == "done"
+    results = dict(tool_results(result, style))
+    assert received == ["fine"]  # the hostile call never ran; its sibling did
+    assert "invalid arguments for tool 'echo'" in results["c1"]
+    assert results["c2"] == "fine"
+    assert [r.is_error for r in result.tool_calls] == [True, False]
+
+
+UNDECODABLE_BODIES = {
+    "nesting of thousands of levels": "nested too deeply to decode",
+    "a 5000-digit number": "not JSON Python can read",
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNDECODABLE_BODIES))
+async def test_an_anthropic_body_python_cannot_decode_is_a_provider_error_naming_why(
+    provider: FakeProvider, case: str
+) -> None:
+    """Non-streaming, the tool input is part of the body the SDK decodes in one go: there is no
+    call to fail alone, so the run ends with a clear provider error (streaming fails the call)."""
+    provider.script(Turn(calls=[("c1", "echo", Verbatim(HOSTILE_ARGUMENT_TEXT[case]))]))
+    with pytest.raises(ProviderError, match=UNDECODABLE_BODIES[case]):
+        await run(client_for(provider, "anthropic"), "go", tools=[echo], stream=False)
+
+
+NOT_OBJECTS = {
+    "a list": "[1, 2]",
+    "a list of pairs": '[["x", 1]]',
+    "a string": '"x"',
+    "a number": "7",
+    "null": "null",
+}
+
+
+@pytest.mark.parametrize("stream", MODES)
+@pytest.mark.parametrize("case", sorted(NOT_OBJECTS))
+async def test_anthropic_tool_input_that_is_not_an_object_fails_that_call(
+    provider: FakeProvider, stream: bool, case: str
+) -> None:
+    provider.script(
+        Turn(calls=[("c1", "echo", Verbatim(NOT_OBJECTS[case])), ("c2", "echo", {"x": 1})]),
+        Turn(text="done"),
+    )
+    received.clear()
+    result = await run(client_for(provider, "anthropic"), "go", tools=[echo], stream=stream)
+    results = dict(tool_results(result, "anthropic"))
+    assert "arguments must be a JSON object" in results["c1"]
+    assert received == [1]  # a list of pairs was not silently made an object
+    assert result.status == "done"
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+def _deep(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+UNRENDERABLE = {
+    "an int past the digit limit": lambda: 10**5000,
+    "nesting past the stack": lambda: _deep(5000),
+    "an object whose repr raises": _BadRepr,
+    "a lone surrogate": lambda: "bad \ud800 text",
+}
+
+
+@pytest.mark.parametrize("stream", MODES)
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("case", sorted(UNRENDERABLE))
+async def test_a_result_that_cannot_be_rendered_still_reaches_the_model_as_text(
+    provider: FakeProvider, style: str, stream: bool, case: str
+) -> None:
+    make = UNRENDERABLE[case]
+
+    @tool(hints=ToolHints(read_only=True))
+    def produce() -> Any:
+        """Produce a hostile value."""
+        return make()
+
+    provider.script(Turn(calls=[("c1", "produce", {})]), Turn(text="done"))
+    result = await run(client_for(provider, style), "go", tools=[produce], stream=stream)
+    assert result.status == "done"
+    content = dict(tool_results(result, style))["c1"]
+    assert isinstance(content, str) and content
+    content.encode("utf-8")  # always sendable
+    # and it was sent: the second request carried it
+    assert len(provider.requests) == 2
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ARGUMENT_TEXT))
+async def test_run_batch_answers_hostile_argument_text_with_an_error_outcome(case: str) -> None:
+    received.clear()
+    outcomes = await run_batch(
+        [ToolCall("1", "echo", HOSTILE_ARGUMENT_TEXT[case]), ToolCall("2", "echo", {"x": 2})],
+        [echo],
+    )
+    assert outcomes[0].error is not None
+    assert "invalid arguments for tool 'echo'" in outcomes[0].error["message"]
+    assert outcomes[1].value == 2 and received == [2]
+
+
+async def test_run_batch_refuses_decoded_arguments_with_non_finite_numbers_or_deep_nesting() -> (
+    None
+):
+    received.clear()
+    outcomes = await run_batch(
+        [
+            ToolCall("1", "echo", {"x": float("nan")}),
+            ToolCall("2", "echo", {"x": _deep(100)}),
+            ToolCall("3", "echo", {"x": 10**5000}),
+        ],
+        [echo],
+    )
+    messages = [o.error["message"] if o.error else None for o in outcomes]
+    assert "nan" in str(messages[0]).lower()
+    assert "nested deeper than 64 levels" in str(messages[1])
+    assert "too large for JSON" in str(messages[2])
+    assert received == []
+
+
+async def test_a_concurrency_predicate_cannot_change_what_the_tool_receives() -> None:
+    seen: list[Any] = []
+
+    def meddling(args: dict[str, Any]) -> bool:
+        args["path"] = "/etc/passwd"
+        args.clear()
+        return True
+
+    tampered = Tool(
+        "t",
+        "",
+        {"type": "object", "properties": {"path": {"type": "string"}}},
+        execute=lambda args: seen.append(dict(args)) or "ok",
+        concurrency_safe=meddling,
+    )
+    outcomes = await run_batch([ToolCall("1", "t", {"path": "notes.txt"})], [tampered])
+    assert outcomes[0].ok
+    assert seen == [{"path": "notes.txt"}]
+
+
+async def test_an_empty_choices_list_is_a_provider_error_naming_the_cause(
+    provider: FakeProvider,
+) -> None:
+    provider.script(Turn(raw='{"id": "x", "object": "chat.completion", "choices": []}'))
+    with pytest.raises(ProviderError, match="without any choice"):
+        await run(client_for(provider, "openai"), "go", tools=[echo], stream=False)
+
+
+BAD_ANSWERS = {
+    "an int past the digit limit": 10**5000,
+    "nesting past the stack": _deep(5000),
+    "a lone surrogate": "x\ud800",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+async def test_resume_refuses_an_unsendable_answer_and_stays_resumable(
+    provider: FakeProvider, case: str
+) -> None:
+    ask = relay_tool("ask_user", "Ask the user.", {"type": "object", "properties": {}})
+    client = client_for(provider, "openai")
+    provider.script(Turn(calls=[("c1", "ask_user", {})]), Turn(text="thanks"))
+    pending = await client.run("go", tools=[ask])
+    assert pending.status == "pending"
+    with pytest.raises(ConfigurationError, match="still pending"):
+        await client.resume(pending, {"c1": BAD_ANSWERS[case]})
+    final = await client.resume(pending, {"c1": "blue"})
+    assert final.status == "done" and final.text == "thanks"
+    assert dict(tool_results(final, "openai"))["c1"] == "blue"
