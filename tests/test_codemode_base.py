@@ -47,7 +47,9 @@ def test_json_shape_problem_names_what_is_wrong_and_where() -> None:
     deep: object = 1
     for _ in range(300):
         deep = [deep]
-    assert "nested too deeply" in (json_shape_problem(deep) or "")
+    assert "nested deeper than 64 levels" in (json_shape_problem(deep) or "")
+    assert json_shape_problem(10**5000) == "result is an integer too large for JSON"
+    assert "lone surrogate" in (json_shape_problem(["\ud800"]) or "")
 
 
 def test_checker_sessions_are_reused_and_recycled() -> None:

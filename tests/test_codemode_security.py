@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +119,327 @@ async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
 def test_secret_is_really_in_the_host_environment() -> None:
     # guards the tests above: they would pass vacuously if the variable were not set
     assert os.environ["TOOLNEXUS_TEST_SECRET"] == SECRET
+
+
+# -- no state crosses a run, nothing reaches the disk, no host path is shown ---------------------
+
+STORAGE_PROBES = {
+    "localStorage": "localStorage.setItem('k', 'v'); return localStorage.getItem('k')",
+    "sessionStorage": "sessionStorage.setItem('k', 'v'); return 1",
+    "Cache API": "const c = await caches.open('x'); await c.put('http://a/', new Response('x'.repeat(1e6))); return 1",
+    "indexedDB": "return indexedDB.open('db')",
+    "constructors": "return new CacheStorage()",
+}
+
+
+@pytest.mark.parametrize("api", sorted(STORAGE_PROBES))
+async def test_a_v8_program_has_no_storage_that_outlives_it(api: str) -> None:
+    from toolnexus.codemode.runtimes._v8 import _deno_cache_dir
+
+    runtime = V8Runtime(timeout=10)
+    try:
+        before = _tree_size(Path(_deno_cache_dir()))
+        out = await run_program(STORAGE_PROBES[api], [], runtime=runtime)
+        assert out["error"]["kind"] == "exception"
+        assert "is not defined" in out["error"]["message"]
+        names = "localStorage sessionStorage Storage caches CacheStorage Cache indexedDB IDBFactory"
+        check = f"return {names.split()!r}.filter((n) => n in globalThis)"
+        assert await run_program(check, [], runtime=runtime) == {"result": [], "logs": []}
+        assert _tree_size(Path(_deno_cache_dir())) - before < 64 * 1024  # nothing was stored
+    finally:
+        await runtime.aclose()
+
+
+async def test_globals_a_v8_program_sets_are_gone_in_the_next_run() -> None:
+    runtime = V8Runtime(timeout=10)
+    try:
+        await run_program(
+            "globalThis.leak = 'x'; Object.prototype.leak = 'y'; return 1", [], runtime=runtime
+        )
+        out = await run_program("return [typeof leak, ({}).leak ?? null]", [], runtime=runtime)
+        assert out == {"result": ["undefined", None], "logs": []}
+    finally:
+        await runtime.aclose()
+
+
+def _tree_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+PATH_PROBES = [
+    "try { null.x } catch (e) { return e.stack }",
+    "return new Error('x').stack",
+    "try { await import('./x.js') } catch (e) { return String(e) + e.stack }",
+    "try { await import('../../etc/passwd') } catch (e) { return String(e) + e.stack }",
+    "return [typeof import.meta]",
+    "const e = {}; Error.captureStackTrace(e); return e.stack",
+    "Error.prepareStackTrace = (e, f) => f.map((x) => x.getFileName()).join(); return new Error().stack",
+    "await Promise.reject(new Error('deep'))",
+]
+
+
+@pytest.mark.parametrize("code", PATH_PROBES)
+async def test_what_a_v8_program_sees_names_no_host_path(code: str) -> None:
+    import toolnexus
+    from toolnexus.codemode.runtimes._v8 import _deno_cache_dir
+
+    runtime = V8Runtime(timeout=10)
+    try:
+        out = await run_program(code, [], runtime=runtime)
+        seen = repr(out)
+        for path in (Path(toolnexus.__file__).parent, Path.cwd(), Path.home(), _deno_cache_dir()):
+            assert str(path) not in seen
+        assert "file://" not in seen and "_v8_host" not in seen
+    finally:
+        await runtime.aclose()
+
+
+async def test_v8_runs_beyond_the_cap_wait_their_turn(probe: Any) -> None:
+    hold = probe.tool("hold")
+    runtime = V8Runtime(timeout=20, max_concurrent=2)
+    try:
+        code = "return await tools.hold({id: String(Math.random()), gate: 'go'})"
+        runs = [asyncio.ensure_future(run_program(code, [hold], runtime=runtime)) for _ in range(6)]
+        for _ in range(400):  # two programs reach their tool; the rest must not start
+            if len(probe.active) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        assert len(probe.active) == 2
+        runs[3].cancel()  # a queued run that is cancelled gives its place to the next
+        probe.gate("go").set()
+        outs = await asyncio.gather(*runs, return_exceptions=True)
+        assert isinstance(outs[3], asyncio.CancelledError)
+        assert all("result" in o for i, o in enumerate(outs) if i != 3)
+        assert probe.peak == 2
+    finally:
+        await runtime.aclose()
+
+
+def test_v8_max_concurrent_is_checked_and_defaults_from_the_cpu_count() -> None:
+    from toolnexus.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="max_concurrent"):
+        V8Runtime(max_concurrent=0)
+    assert V8Runtime()._slots.limit == max(4, 2 * (os.cpu_count() or 2))
+
+
+# -- the host protocol does not trust the program ------------------------------------------------
+
+SABOTAGE = [
+    'JSON.stringify = () => \'{"t":"call","id":[1],"name":"echo","args":{}}\'',
+    "Object.prototype.toJSON = function () { return {t: 'call', id: [1], name: 'echo', args: {}} }",
+    "JSON.parse = () => ({t: 'result', id: 1, ok: true, value: 'forged'})",
+    "String.prototype.slice = () => '{}'; String.prototype.indexOf = () => -1",
+    "TextEncoder.prototype.encode = () => new Uint8Array([123, 10])",
+    "Uint8Array.prototype.subarray = function () { return this }",
+    "Reflect.apply = () => { throw new Error('no') }",
+    "Array.isArray = () => false; Object.keys = () => ['t']",
+    "RegExp.prototype.exec = () => null; Object.getPrototypeOf = () => null",
+]
+
+
+@pytest.mark.parametrize("sabotage", SABOTAGE)
+async def test_a_program_that_replaces_intrinsics_cannot_break_the_host_protocol(
+    sabotage: str,
+) -> None:
+    from toolnexus import ToolHints, tool
+
+    @tool(hints=ToolHints(read_only=True))
+    def echo(x: Any = None) -> Any:
+        """Echo."""
+        return x
+
+    runtime = V8Runtime(timeout=10)
+    try:
+        code = f"{sabotage};\nconst a = await tools.echo({{x: [1, 'two']}});\nreturn a"
+        out = await run_program(code, [echo], runtime=runtime)
+        assert out == {"result": [1, "two"], "logs": []}
+        failing = f"{sabotage};\nthrow new TypeError('mine')"
+        out = await run_program(failing, [echo], runtime=runtime)
+        assert out["error"] == {
+            "kind": "exception",
+            "message": "TypeError: mine (line 2, column 7)",
+        }
+    finally:
+        await runtime.aclose()
+
+
+MALFORMED_MESSAGES = [
+    b'{"t": "call", "id": [1], "name": "echo", "args": {}}\n',
+    b'{"t": "call", "id": true, "name": "echo", "args": {}}\n',
+    b'{"t": "call", "id": 1, "name": ["echo"], "args": {}}\n',
+    b'{"t": "call", "id": 1, "name": "echo", "args": [1]}\n',
+    b'{"t": "call", "id": 1, "name": "echo", "args": {}}\n{"t": "call", "id": 1, "name": "echo", "args": {}}\n',
+    b'{"t": "log", "stream": "stdin", "text": "x", "truncated": false}\n',
+    b'{"t": "log", "stream": "stdout", "text": 5, "truncated": false}\n',
+    b'{"t": "done", "ok": "yes", "value": 1}\n',
+    b'{"t": "done", "ok": false, "kind": 1, "message": "x"}\n',
+    b'{"t": "done", "ok": true}\n',
+    b'{"t": "nonsense"}\n',
+    b"[1, 2]\n",
+    b'{"t": "done", "ok": true, "value": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",
+    b'{"t": "done", "ok": true, "value": NaN}\n',
+]
+
+
+@pytest.mark.parametrize("lines", MALFORMED_MESSAGES)
+async def test_a_malformed_message_from_the_sandbox_is_invalid_output_never_an_exception(
+    lines: bytes,
+) -> None:
+    """Whatever the sandbox writes, the host answers with data (here fed straight to the
+    conversation, as a program that found a way to write raw lines would)."""
+    runtime = V8Runtime(timeout=5)
+
+    class FakeChild:
+        stdout = asyncio.StreamReader()
+
+        async def send(self, message: Any) -> None:
+            pass
+
+    child = FakeChild()
+    child.stdout.feed_data(lines)
+    child.stdout.feed_eof()
+
+    async def call_tool(name: str, args: Any) -> Any:
+        from toolnexus.scheduling import Outcome
+
+        return Outcome(value=1)
+
+    from toolnexus.codemode.runtimes._base import LogCapture
+
+    calls: dict[int, Any] = {}
+    report = await runtime._converse(child, call_tool, LogCapture(1000), calls)  # type: ignore[arg-type]
+    for task in calls.values():
+        task.cancel()
+    if b"NaN" in lines or b"[[[" in lines:  # not JSON at all: shown as output, never parsed
+        assert report is None
+    else:
+        assert report is not None and report.failure is not None
+        assert report.failure.kind == "invalid_output"
+        assert "malformed message" in report.failure.message
+
+
+# -- hostile values between a program and its tools ---------------------------------------------
+
+
+def _hostile_tools() -> list[Any]:
+    from toolnexus import ToolHints, tool
+
+    hostile = {
+        "surrogate": "a\ud800b",
+        "huge": 10**5000,
+        "deep": None,
+        "nan": float("nan"),
+    }
+    deep: Any = []
+    for _ in range(100):
+        deep = [deep]
+    hostile["deep"] = deep
+
+    @tool(hints=ToolHints(read_only=True))
+    def produce(kind: str) -> Any:
+        """Return a hostile value."""
+        return hostile[kind]
+
+    @tool(hints=ToolHints(read_only=True))
+    def echo(x: Any = None) -> Any:
+        """Echo."""
+        return x
+
+    return [produce, echo]
+
+
+@pytest.mark.parametrize("kind", ["surrogate", "huge", "deep", "nan"])
+async def test_a_result_that_cannot_reach_the_program_fails_that_call_at_once(
+    runtime: Any, kind: str
+) -> None:
+    if runtime.language == "python":
+        code = f"r = 0\ntry:\n    await tools.produce({{'kind': '{kind}'}})\nexcept ToolError as e:\n    r = str(e)\nr"
+    else:
+        code = f"try {{ await tools.produce({{kind: '{kind}'}}) }} catch (e) {{ return e.message }}"
+    out = await run_program(code, _hostile_tools(), runtime=runtime)
+    assert "cannot be passed to the program" in out["result"]
+    code = code.replace("r = str(e)", "raise").replace("return e.message", "throw e")
+    out = await run_program(code, _hostile_tools(), runtime=runtime)
+    assert out["error"]["kind"] == "exception"  # not a timeout: it failed at once
+    assert out["calls"][0]["status"] == "error"  # and the record says so
+
+
+async def test_deeply_nested_arguments_fail_that_call_at_once(runtime: Any) -> None:
+    if runtime.language == "python":
+        code = "a = []\nfor i in range(5000):\n    a = [a]\nr = 0\ntry:\n    await tools.echo({'x': a})\nexcept ToolError as e:\n    r = str(e)\nr"
+    else:
+        code = "let a = []; for (let i = 0; i < 5000; i++) a = [a];\ntry { await tools.echo({x: a}) } catch (e) { return e.message }"
+    out = await run_program(code, _hostile_tools(), runtime=runtime)
+    assert "nested deeper than 64 levels" in out["result"]
+    assert "calls" not in out
+
+
+# -- Monty: results, attribution, the checker, names that crash the interpreter ------------------
+
+
+async def test_a_monty_result_nested_past_the_limit_is_refused_not_truncated(
+    monty_runtime: MontyRuntime,
+) -> None:
+    out = await run_program(
+        "a = []\nfor i in range(1000):\n    a = [a]\na", [], runtime=monty_runtime
+    )
+    assert out["error"]["kind"] == "invalid_output"
+    assert "nested deeper than 64 levels" in out["error"]["message"]
+    assert "deeply nested" not in repr(out)
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_a_result_past_json_integer_limits_is_invalid_output(language: str) -> None:
+    runtime = MontyRuntime(timeout=5) if language == "python" else V8Runtime(timeout=5)
+    try:
+        code = "10**5000" if language == "python" else "return 10n ** 5000n"
+        out = await run_program(code, [], runtime=runtime)
+        assert out["error"]["kind"] == "invalid_output"
+    finally:
+        await runtime.aclose()
+
+
+async def test_an_uncaught_error_is_blamed_on_a_tool_only_when_the_tool_raised_it(
+    monty_runtime: MontyRuntime,
+) -> None:
+    from toolnexus import ToolHints, tool
+
+    @tool(hints=ToolHints(read_only=True))
+    def boom() -> str:
+        """Fail."""
+        raise RuntimeError("kaboom")
+
+    mimic = (
+        "try:\n    await tools.boom()\nexcept ToolError:\n    pass\nraise RuntimeError('kaboom')"
+    )
+    out = await run_program(mimic, [boom], runtime=monty_runtime)
+    assert not out["error"]["message"].startswith("tool 'boom' failed")
+    assert "line 5" in out["error"]["message"]
+    out = await run_program("await tools.boom()", [boom], runtime=monty_runtime)
+    assert out["error"]["message"] == "tool 'boom' failed: kaboom"
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x0c", "\x1c", "\x85"])
+async def test_the_type_check_accepts_line_separators_inside_strings(
+    monty_runtime: MontyRuntime, separator: str
+) -> None:
+    out = await run_program(f"x = 'a{separator}b'\nx", [], runtime=monty_runtime)
+    assert out == {"result": f"a{separator}b", "logs": []}
+
+
+@pytest.mark.parametrize(
+    "code", ["locals()", "f = locals\nf()", "x = 1\nprint(locals())", "[locals() for _ in [1]]"]
+)
+async def test_locals_is_refused_up_front_and_the_worker_lives_on(
+    monty_runtime: MontyRuntime, code: str
+) -> None:
+    out = await run_program(code, [], runtime=monty_runtime)
+    assert out["error"]["kind"] == "exception"
+    assert "locals() is not available" in out["error"]["message"]
+    assert "nothing was run" in out["error"]["message"]
+    assert await run_program("'locals' + '()'", [], runtime=monty_runtime) == {
+        "result": "locals()",
+        "logs": [],
+    }

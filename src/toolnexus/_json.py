@@ -100,7 +100,7 @@ def json_problem(
             problem = None if math.isfinite(item) else f"{path} is {item!r}, which JSON cannot hold"
         elif isinstance(item, (dict, list, tuple)):
             if depth >= max_depth:
-                return f"{where} is nested deeper than {max_depth} levels"
+                return f"a value nested deeper than {max_depth} levels in {where}"
             if id(item) in active:
                 return f"{path} contains itself"
             active.add(id(item))
@@ -126,9 +126,9 @@ def json_problem(
 
 def _short(key: object) -> str:
     try:
-        text = json.dumps(key) if isinstance(key, str) else f"<{type(key).__name__}>"
-    except (TypeError, ValueError):
-        text = "<key>"
+        text = json.dumps(key) if isinstance(key, str) else repr(key)
+    except Exception:  # a key whose repr raises
+        text = f"<{type(key).__name__}>"
     return text if len(text) <= 40 else text[:37] + '..."'
 
 

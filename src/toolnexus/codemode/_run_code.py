@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolnexus._checks import positive_number
+from toolnexus._json import json_problem
 from toolnexus._text import clip_middle
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import (
@@ -160,14 +161,32 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
     async def call_tool(name: str, args: Any) -> Outcome:
         entry = log.started(name, args)
         binding = named.get(name)
+        problem = json_problem(args, "arguments", foreign_ok=True)
         if binding is None:
             outcome = Outcome.failure(name, f"no tool named '{name}'")
+        elif problem:
+            outcome = Outcome.failure(name, f"{problem}; nothing was run")
         else:
-            outcome = await binding.call(args)
+            outcome = _deliverable(name, await binding.call(args))
         log.finished(entry, outcome)
         return outcome
 
     return call_tool
+
+
+def _deliverable(name: str, outcome: Outcome) -> Outcome:
+    """``outcome``, or a failure when its value cannot be handed to a program as it is.
+
+    Why fail rather than mend: a program that gets a lone surrogate, a huge integer or a
+    structure cut off at some depth would compute on a value the tool never returned. Host
+    objects (a ``datetime``, say) still arrive as their ``repr()``, as documented.
+    """
+    if outcome.error is not None:
+        return outcome
+    problem = json_problem(outcome.value, "the result", foreign_ok=True)
+    if problem is None:
+        return outcome
+    return Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
 
 
 def _check_program(code: object, runtime: CodeRuntime) -> None:

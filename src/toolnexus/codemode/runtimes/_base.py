@@ -8,14 +8,15 @@ it). The runtime turns that outcome into a value or a ``ToolError`` inside the s
 
 from __future__ import annotations
 
-import json
-import math
+import asyncio
+import collections
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolnexus._checks import int_at_least, positive_number
+from toolnexus._json import json_problem
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome
 
@@ -26,6 +27,7 @@ __all__ = [
     "LogCapture",
     "ProgramFailure",
     "RunReport",
+    "RunSlots",
     "ToolCaller",
     "budget_timeout",
     "json_shape_problem",
@@ -163,6 +165,59 @@ class CodeRuntime(Protocol):
         ...
 
 
+class RunSlots:
+    """At most ``limit`` runs at once; later runs wait their turn, first come, first served.
+
+    Why not ``asyncio.Semaphore``: a runtime outlives the event loop it was first used in (a
+    test, a CLI command, a notebook cell each run their own), and an asyncio primitive is bound
+    to one loop. Here the count is guarded by a thread lock and each waiter is a future of its
+    own loop, woken through that loop.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = limit
+        self._lock = threading.Lock()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def acquire(self) -> None:
+        """Wait for a slot. Cancelling the wait gives back a slot it may have been handed."""
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            with self._lock:
+                handed = waiter.done() and not waiter.cancelled()
+                if waiter in self._waiters:  # not yet picked by release()
+                    self._waiters.remove(waiter)
+            if handed:
+                self.release()
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: to the first waiter still waiting, else to the pool."""
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.get_loop().call_soon_threadsafe(_hand_over, waiter, self)
+                    return
+            self._free += 1
+
+
+def _hand_over(waiter: asyncio.Future[None], slots: RunSlots) -> None:
+    """On the waiter's loop: wake it, or, if it was cancelled meanwhile, pass the slot on."""
+    if waiter.done():
+        slots.release()
+    else:
+        waiter.set_result(None)
+
+
 class LogCapture:
     """A run's logs, in order: stdout lines as strings, stderr lines as ``{"stderr": line}``.
 
@@ -228,26 +283,10 @@ class LogCapture:
         self.lines.append(line if stream == "stdout" else {"stderr": line})
 
 
-def json_shape_problem(value: Any, path: str = "result", depth: int = 0) -> str | None:
-    """``None`` when ``value`` is JSON-shaped, else what is wrong and where."""
-    if depth > 200:
-        return f"{path} is nested too deeply"
-    if value is None or isinstance(value, (bool, str, int)):
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{path} is {value!r}, which JSON cannot hold"
-    if isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            problem = json_shape_problem(item, f"{path}[{i}]", depth + 1)
-            if problem:
-                return problem
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{path} has a non-string key {key!r}"
-            problem = json_shape_problem(item, f"{path}[{json.dumps(key)}]", depth + 1)
-            if problem:
-                return problem
-        return None
-    return f"{path} is a {type(value).__name__}, which is not JSON"
+def json_shape_problem(value: Any) -> str | None:
+    """``None`` when a program's result is plain JSON data, else what is wrong and where.
+
+    Strict: nesting past 64 levels, non-finite numbers, integers past Python's digit limit and
+    lone surrogates are refused (the result would otherwise reach the model altered).
+    """
+    return json_problem(value, "result")

@@ -37,7 +37,7 @@ from toolnexus.codemode.runtimes._base import (
     time_limit,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems
+from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, refused_names
 from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
@@ -46,6 +46,18 @@ logger = logging.getLogger("toolnexus.codemode")
 
 STOP_GRACE_SECONDS = 2.0
 """After a kill, how long to wait for the driver thread to notice, so its logs are complete."""
+
+
+def _raised_by_host(exc: monty.MontyRuntimeError) -> bool:
+    """Whether an uncaught exception is a tool failure the host raised into the program.
+
+    Why the traceback and not the message: a program may raise ``RuntimeError`` with the very
+    text of a tool failure it caught earlier. The host's failures surface in the prelude's
+    tool function (its own source, fed before the program), so the innermost frame is not in
+    the program's source; anything the program raises itself is.
+    """
+    frames = exc.traceback()
+    return len(frames) >= 2 and frames[-1].filename != frames[0].filename
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -121,6 +133,9 @@ class MontyRuntime:
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """
+        refused = refused_names(code)
+        if refused:
+            return RunReport(failure=ProgramFailure("exception", refused))
         loop = asyncio.get_running_loop()
         limit, late = time_limit(self.budgets, patience)
         deadline = loop.time() + limit
@@ -259,6 +274,6 @@ class MontyRuntime:
             return out_of_memory(self.budgets)
         if kind == "TimeoutError" and "limit" in message.lower():
             return budget_timeout(self.budgets)
-        if kind == "RuntimeError" and message in run.failures:
+        if kind == "RuntimeError" and message in run.failures and _raised_by_host(exc):
             return ProgramFailure("exception", f"tool '{run.failures[message]}' failed: {message}")
         return ProgramFailure("exception", exc.display("traceback"))

@@ -25,8 +25,14 @@ MAX_CHECKS_PER_SESSION = 200
 """A checker session accumulates every function it checked; recycle it after this many."""
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""What ends a line for Python's tokenizer. Not ``str.splitlines()``, which also breaks at
+U+2028, form feeds and other characters that may sit inside a string literal."""
+
+
 def _wrap(code: str, n: int) -> str:
-    body = "\n".join(_INDENT + line for line in code.splitlines()) or f"{_INDENT}pass"
+    lines = _LINE_BREAK.split(code.rstrip("\r\n")) if code.strip() else []
+    body = "\n".join(_INDENT + line for line in lines) or f"{_INDENT}pass"
     return f"async def _toolnexus_check_{n}():\n{body}\n{_INDENT}pass\n"
 
 

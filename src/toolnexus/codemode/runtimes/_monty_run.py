@@ -10,6 +10,7 @@ on a thread another run holds.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import logging
@@ -32,7 +33,7 @@ from toolnexus.codemode.runtimes._base import (
 )
 from toolnexus.scheduling import Outcome, snapshot
 
-__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems"]
+__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems", "refused_names"]
 
 logger = logging.getLogger("toolnexus.codemode")
 
@@ -56,6 +57,32 @@ tools = Tools()
 ToolError = RuntimeError
 %(attributes)s
 """
+
+REFUSED_NAMES = {
+    "locals": "locals() is not available in the sandbox (in pydantic-monty 1.4 it crashes the "
+    "interpreter); refer to your variables by name",
+}
+"""Names a program may not use, with why: refused before anything runs, by a syntax scan."""
+
+
+def refused_names(code: str) -> str | None:
+    """Why ``code`` is refused before it runs, or ``None``.
+
+    Only a name the program really uses counts (not one inside a string or a comment), so the
+    scan parses the program; a program Python cannot parse is left to the sandbox, which
+    reports the syntax error itself.
+    """
+    try:
+        tree = compile(
+            code, "<program>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
+            return f"NameError: {REFUSED_NAMES[node.id]} (line {node.lineno}); nothing was run"
+    return None
+
 
 _STOP = object()
 """Put on a run's outcome queue to wake a driver that must give up (kill, cancel)."""

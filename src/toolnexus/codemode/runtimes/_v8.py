@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import functools
 import json
@@ -29,16 +30,17 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from toolnexus._checks import int_at_least
+from toolnexus._checks import int_at_least, positive_int
+from toolnexus._json import json_problem, loads_strict
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     FailureKind,
     LogCapture,
     ProgramFailure,
     RunReport,
+    RunSlots,
     ToolCaller,
     out_of_memory,
     time_limit,
@@ -78,8 +80,16 @@ def _deno_cache_dir() -> str:
     return path
 
 
-def _host_script() -> Path:
-    return Path(str(resources.files("toolnexus.codemode.runtimes") / "_v8_host.js"))
+@functools.cache
+def _host_script() -> str:
+    """The host script as a ``data:`` URL.
+
+    Why not its file path: stack traces and module-resolution errors would show the program
+    where toolnexus is installed (a home directory, a user name). A ``data:`` module has no
+    location on disk, and its stack frames are renamed ``toolnexus-host`` by the script itself.
+    """
+    source = (resources.files("toolnexus.codemode.runtimes") / "_v8_host.js").read_bytes()
+    return "data:application/javascript;base64," + base64.b64encode(source).decode("ascii")
 
 
 class _Child:
@@ -115,6 +125,7 @@ class _Child:
             stdout=subprocess.PIPE,
             stderr=stderr,
             env=env,
+            cwd=env["DENO_DIR"],  # nothing of the caller's working directory
             preexec_fn=limit_memory,
         )
         return cls(process, stderr)
@@ -156,7 +167,8 @@ class _Child:
         stdin = self._stdin
         if stdin is None or stdin.is_closing():
             return
-        stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+        # ASCII: a lone surrogate in a program's code must not fail the write
+        stdin.write(json.dumps(message).encode() + b"\n")
         with contextlib.suppress(ConnectionError):
             await stdin.drain()
 
@@ -204,6 +216,8 @@ class V8Runtime:
         max_output: Bytes of logs kept per run. Default 1,000,000.
         max_sub_calls: Tool calls per run. Default 1,000.
         spares: Processes kept booted and waiting, so a run need not wait for one (default 1).
+        max_concurrent: Runs at once (one Deno process each); later runs wait their turn,
+            first come, first served. Default: twice the CPU count, at least 4.
         deno_path: The ``deno`` binary; by default the one the ``deno`` package installed.
 
     Raises:
@@ -221,10 +235,14 @@ class V8Runtime:
         max_sub_calls: int = 1000,
         spares: int = 1,
         deno_path: str | None = None,
+        max_concurrent: int | None = None,
     ) -> None:
         self.budgets = Budgets(timeout, max_memory, max_output, max_sub_calls)
         if not int_at_least(spares, 0):
             raise ConfigurationError(f"V8Runtime spares must be 0 or more, got {spares!r}.")
+        if max_concurrent is None:
+            max_concurrent = max(4, 2 * (os.cpu_count() or 2))
+        self._slots = RunSlots(positive_int("V8Runtime max_concurrent", max_concurrent))
         self._spares_wanted = spares
         self._deno = deno_path
         self._threads = ThreadPoolExecutor(4, thread_name_prefix="toolnexus-deno")
@@ -251,6 +269,24 @@ class V8Runtime:
         loop = asyncio.get_running_loop()
         limit, late = time_limit(self.budgets, patience)
         deadline = loop.time() + limit
+        try:
+            async with asyncio.timeout_at(deadline):  # waiting for a slot counts too
+                await self._slots.acquire()
+        except TimeoutError:
+            return RunReport(failure=late)
+        try:
+            return await self._run(code, tool_names, call_tool, deadline, late)
+        finally:
+            self._slots.release()
+
+    async def _run(
+        self,
+        code: str,
+        tool_names: Sequence[str],
+        call_tool: ToolCaller,
+        deadline: float,
+        late: ProgramFailure,
+    ) -> RunReport:
         logs = LogCapture(self.budgets.max_output)
         child = await self._take_child()
         self._active[child] = None
@@ -345,7 +381,7 @@ class V8Runtime:
             "--no-lock",
             "--quiet",
             f"--v8-flags=--max-old-space-size={heap_mb}",
-            str(_host_script()),
+            _host_script(),
         ]
         env = {"DENO_DIR": _deno_cache_dir(), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
         return _Child.start(argv, env, self.budgets.max_memory + DATA_HEADROOM)
@@ -366,31 +402,36 @@ class V8Runtime:
         logs: LogCapture,
         calls: dict[int, asyncio.Task[None]],
     ) -> RunReport | None:
-        """Serve the program's messages until it is done; ``None`` if the process died first."""
+        """Serve the program's messages until it is done; ``None`` if the process died first.
+
+        Every line is untrusted: the program shares its realm with the host script and may have
+        broken it, or may write lines of its own. A line that is not JSON is program output; a
+        JSON message of the wrong shape ends the run as ``invalid_output``, never as an
+        exception here.
+        """
         stdout = child.stdout
         sub_calls = 0
         while True:
             try:
                 line = await stdout.readline()
             except ValueError:  # a line past STREAM_LIMIT
-                return RunReport(
-                    failure=ProgramFailure(
-                        "invalid_output", f"the program sent more than {STREAM_LIMIT} bytes at once"
-                    )
-                )
+                return _malformed(f"the program sent more than {STREAM_LIMIT} bytes at once")
             if not line:
                 return None  # the process is gone: killed, crashed, or out of memory
             try:
-                message = json.loads(line)
+                message = loads_strict(line)
             except ValueError:
                 logs.write("stdout", line.decode(errors="replace"))
                 continue
-            kind = message.get("t") if isinstance(message, dict) else None
+            problem = _message_problem(message, calls)
+            if problem:
+                return _malformed(problem)
+            kind = message["t"]
             if kind == "log":
-                if message.get("truncated"):
+                if message["truncated"]:
                     logs.mark_truncated()
                 else:
-                    logs.write(str(message.get("stream")), f"{message.get('text', '')}\n")
+                    logs.write(message["stream"], f"{message['text']}\n")
             elif kind == "call":
                 sub_calls += 1
                 if sub_calls > self.budgets.max_sub_calls:
@@ -401,30 +442,73 @@ class V8Runtime:
                             f"the program made more than {limit} tool calls (max_sub_calls)",
                         )
                     )
-                call_id = message.get("id")
+                call_id = message["id"]
                 calls[call_id] = asyncio.ensure_future(
-                    self._call(child, call_tool, call_id, message.get("name"), message.get("args"))
+                    self._call(child, call_tool, call_id, message["name"], message["args"])
                 )
-            elif kind == "done":
+            else:
                 return self._done(message)
 
     def _done(self, message: dict[str, Any]) -> RunReport:
-        if message.get("ok"):
-            return RunReport(value=snapshot(message.get("value")))
-        kind: FailureKind = (
-            "invalid_output" if message.get("kind") == "invalid_output" else "exception"
-        )
-        text = str(message.get("message", ""))
+        if message["ok"]:
+            return RunReport(value=message["value"])
+        kind: FailureKind = "invalid_output" if message["kind"] == "invalid_output" else "exception"
+        text = message["message"]
         if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
             return RunReport(failure=out_of_memory(self.budgets))
         return RunReport(failure=ProgramFailure(kind, text))
 
     async def _call(
-        self, child: _Child, call_tool: ToolCaller, call_id: Any, name: Any, args: Any
+        self, child: _Child, call_tool: ToolCaller, call_id: int, name: str, args: Any
     ) -> None:
-        outcome: Outcome = await call_tool(str(name), args)
+        outcome: Outcome = await call_tool(name, args)
+        value = None if outcome.error is not None else snapshot(outcome.value)
+        problem = None if outcome.error is not None else json_problem(value, "the result")
+        if problem:
+            outcome = Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
         if outcome.error is not None:
             reply = {"t": "result", "id": call_id, "ok": False, **outcome.error}
         else:
-            reply = {"t": "result", "id": call_id, "ok": True, "value": snapshot(outcome.value)}
+            reply = {"t": "result", "id": call_id, "ok": True, "value": value}
         await child.send(reply)
+
+
+def _malformed(problem: str) -> RunReport:
+    return RunReport(
+        failure=ProgramFailure(
+            "invalid_output",
+            f"the sandbox sent a malformed message ({problem}); a program cannot speak the "
+            "host's protocol itself",
+        )
+    )
+
+
+_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "log": {"stream": str, "text": str, "truncated": bool},
+    "call": {"id": int, "name": str, "args": dict},
+    "done": {"ok": bool},
+}
+_FAILED_DONE: dict[str, type | tuple[type, ...]] = {"kind": str, "message": str}
+
+
+def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
+    """What is wrong with a message from the sandbox, or ``None`` when it is well formed."""
+    if not isinstance(message, dict) or message.get("t") not in _FIELDS:
+        return "not a log, call or done message"
+    kind = message["t"]
+    fields = dict(_FIELDS[kind])
+    if kind == "done":
+        fields.update({"value": object} if message.get("ok") is True else _FAILED_DONE)
+    for name, expected in fields.items():
+        if name not in message:
+            return f"a {kind} message without {name!r}"
+        value = message[name]
+        if isinstance(value, bool) and expected is not bool and expected is not object:
+            return f"{name!r} of a {kind} message is a boolean"
+        if not isinstance(value, expected):
+            return f"{name!r} of a {kind} message is a {type(value).__name__}"
+    if kind == "log" and message["stream"] not in ("stdout", "stderr"):
+        return f"a log message for the stream {message['stream']!r}"
+    if kind == "call" and message["id"] in calls:
+        return f"a second call with the id {message['id']}"
+    return None

@@ -1,21 +1,80 @@
 // toolnexus V8 host: runs ONE model-written program in a permission-less Deno process.
 //
 // Protocol: JSON lines. Host -> here: {"t":"run",...} once, then {"t":"result",...} per call.
-// Here -> host: {"t":"ready"}, {"t":"call",id,name,args}, {"t":"log",stream,text},
+// Here -> host: {"t":"ready"}, {"t":"call",id,name,args}, {"t":"log",stream,text,truncated},
 // {"t":"done",ok,value | kind,message}. One process serves one run, so every run starts from
 // fresh global state and a runaway is stopped by killing the process.
+//
+// The program shares this realm, so it can replace any global or prototype method (JSON,
+// Object.prototype.toJSON, String.prototype.slice, Map.prototype.get, ...). Everything this
+// script needs after the program starts is therefore captured first and called through
+// `apply`, messages are encoded by our own walker (which never consults toJSON), and tables
+// are null-prototype objects. A program that breaks its own realm only breaks its own run;
+// the Python side validates every message anyway.
+
+"use strict";
+
+const apply = Reflect.apply;
+const { stringify, parse } = JSON;
+const { keys, getPrototypeOf, freeze, defineProperty, create } = Object;
+const objectPrototype = Object.prototype;
+const isArray = Array.isArray;
+const isFinite = Number.isFinite;
+const String_ = String;
+const stringIndexOf = String.prototype.indexOf;
+const stringSlice = String.prototype.slice;
+const regExpExec = RegExp.prototype.exec;
+const encodeText = TextEncoder.prototype.encode;
+const decodeText = TextDecoder.prototype.decode;
+const subarray = Uint8Array.prototype.subarray;
+const Promise_ = Promise;
+const MAX_NESTING = 64; // as the host's own limit for tool arguments and results
 
 const core = {
   write: Deno.stdout.writeSync.bind(Deno.stdout),
-  stdin: Deno.stdin,
+  read: Deno.stdin.read.bind(Deno.stdin),
   inspect: Deno.inspect,
 };
 const encoder = new TextEncoder();
-const send = (message) => {
-  const bytes = encoder.encode(JSON.stringify(message) + "\n");
-  let offset = 0;
-  while (offset < bytes.length) offset += core.write(bytes.subarray(offset));
-};
+const decoder = new TextDecoder();
+
+// Stack traces name no host path: this script's frames read "toolnexus-host", the program's
+// keep their line and column. Not writable, so a program cannot turn it off.
+defineProperty(Error, "prepareStackTrace", {
+  value: (error, frames) => {
+    let text = "";
+    try {
+      text = `${error}`;
+    } catch {
+      text = "Error";
+    }
+    for (let i = 0; i < frames.length; i++) {
+      const frame = frames[i];
+      const file = frame.getFileName();
+      const where = file
+        ? "toolnexus-host"
+        : `<anonymous>:${frame.getLineNumber()}:${frame.getColumnNumber()}`;
+      text += `\n    at ${frame.getFunctionName() || "<program>"} (${where})`;
+    }
+    return text;
+  },
+  writable: false,
+  configurable: false,
+});
+
+// No state may outlive a run or reach the disk: no web storage, no Cache API, no database.
+for (const name of [
+  "localStorage",
+  "sessionStorage",
+  "Storage",
+  "caches",
+  "CacheStorage",
+  "Cache",
+  "indexedDB",
+  "IDBFactory",
+]) {
+  delete globalThis[name];
+}
 // The program gets no handle on the process: no Deno namespace (every permission is denied
 // anyway; this also keeps it from writing raw protocol lines).
 delete globalThis.Deno;
@@ -25,51 +84,100 @@ delete globalThis.Worker;
 // A call the program fired and never awaited may fail; that must not end the process.
 globalThis.addEventListener("unhandledrejection", (event) => event.preventDefault());
 
+class NotJSON extends Error {}
+
+// `value` as JSON text, or a NotJSON saying what is wrong and where. Never calls toJSON, never
+// calls a method the program could have replaced (primitives go through the captured
+// stringify, which consults toJSON only for objects).
+function encode(value, path, depth, root = path) {
+  if (value === null) return "null";
+  switch (typeof value) {
+    case "string":
+      return apply(stringify, JSON, [value]);
+    case "boolean":
+      return value ? "true" : "false";
+    case "number":
+      if (!isFinite(value)) throw new NotJSON(`${path} is ${value}, which JSON cannot hold`);
+      return apply(stringify, JSON, [value]);
+    case "object":
+      break;
+    default:
+      throw new NotJSON(`${path} is ${typeof value === "undefined" ? "undefined" : `a ${typeof value}`}, which is not JSON`);
+  }
+  if (depth >= MAX_NESTING) {
+    throw new NotJSON(`a value nested deeper than ${MAX_NESTING} levels in ${root}`);
+  }
+  if (isArray(value)) {
+    let text = "[";
+    for (let i = 0; i < value.length; i++) {
+      if (i) text += ",";
+      const item = value[i] === undefined ? null : value[i];
+      text += encode(item, `${path}[${i}]`, depth + 1, root);
+    }
+    return text + "]";
+  }
+  const proto = getPrototypeOf(value);
+  if (proto !== objectPrototype && proto !== null) {
+    let kind = "non-plain object";
+    try {
+      const name = proto.constructor.name;
+      if (typeof name === "string" && name) kind = name;
+    } catch {
+      // a hostile prototype: keep the generic word
+    }
+    throw new NotJSON(`${path} is a ${kind}, which is not JSON`);
+  }
+  const names = keys(value);
+  let text = "{";
+  let first = true;
+  for (let i = 0; i < names.length; i++) {
+    const item = value[names[i]];
+    if (item === undefined) continue; // dropped, as JSON.stringify does
+    const key = apply(stringify, JSON, [names[i]]);
+    text += `${first ? "" : ","}${key}:${encode(item, `${path}[${key}]`, depth + 1, root)}`;
+    first = false;
+  }
+  return text + "}";
+}
+
+function writeLine(text) {
+  const bytes = apply(encodeText, encoder, [text + "\n"]);
+  let offset = 0;
+  while (offset < bytes.length) offset += core.write(apply(subarray, bytes, [offset]));
+}
+
+const send = (fields) => writeLine(encode(fields, "message", 0));
+
+// `fields` plus one more key whose value is JSON text already (arguments, a result).
+function sendWith(fields, key, json) {
+  const head = encode(fields, "message", 0);
+  writeLine(`${apply(stringSlice, head, [0, head.length - 1])},"${key}":${json}}`);
+}
+
 class ToolError extends Error {
   constructor(tool, message) {
     super(message);
-    Object.defineProperty(this, "name", { value: "ToolError", enumerable: false });
-    Object.defineProperty(this, "stack", { value: `ToolError: ${message}`, enumerable: false });
+    defineProperty(this, "name", { value: "ToolError", enumerable: false });
+    defineProperty(this, "stack", { value: `ToolError: ${message}`, enumerable: false });
     this.tool = tool;
   }
 }
+freeze(ToolError);
+freeze(ToolError.prototype);
 
 const LINE_OFFSET = 2; // lines the AsyncFunction wrapper adds above the program's first line
+const POSITION = /<anonymous>:(\d+):(\d+)/;
 
 function describe(error) {
-  if (error instanceof ToolError) return `tool '${error.tool}' failed: ${error.message}`;
-  if (!(error instanceof Error)) return `uncaught ${core.inspect(error)}`;
-  const where = /<anonymous>:(\d+):(\d+)/.exec(String(error.stack));
-  const text = `${error.name}: ${error.message}`;
-  return where ? `${text} (line ${Number(where[1]) - LINE_OFFSET}, column ${where[2]})` : text;
-}
-
-function jsonProblem(value, path, depth) {
-  if (depth > 200) return `${path} is nested too deeply`;
-  if (value === null || typeof value === "string" || typeof value === "boolean") return null;
-  if (typeof value === "number") {
-    return Number.isFinite(value) ? null : `${path} is ${value}, which JSON cannot hold`;
+  try {
+    if (error instanceof ToolError) return `tool '${error.tool}' failed: ${error.message}`;
+    if (!(error instanceof Error)) return `uncaught ${core.inspect(error)}`;
+    const where = apply(regExpExec, POSITION, [String_(error.stack)]);
+    const text = `${error.name}: ${error.message}`;
+    return where ? `${text} (line ${Number(where[1]) - LINE_OFFSET}, column ${where[2]})` : text;
+  } catch {
+    return "an uncaught exception that could not be described";
   }
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = jsonProblem(value[i], `${path}[${i}]`, depth + 1);
-      if (problem) return problem;
-    }
-    return null;
-  }
-  if (typeof value === "object") {
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) {
-      return `${path} is a ${value.constructor?.name ?? "non-plain object"}, which is not JSON`;
-    }
-    for (const [key, item] of Object.entries(value)) {
-      if (item === undefined) continue; // dropped, as JSON.stringify does
-      const problem = jsonProblem(item, `${path}[${JSON.stringify(key)}]`, depth + 1);
-      if (problem) return problem;
-    }
-    return null;
-  }
-  return `${path} is ${typeof value === "undefined" ? "undefined" : `a ${typeof value}`}, which is not JSON`;
 }
 
 function makeConsole(maxOutput) {
@@ -77,65 +185,87 @@ function makeConsole(maxOutput) {
   let truncated = false;
   const emit = (stream) => (...args) => {
     if (truncated) return;
-    const text = args.map((a) => (typeof a === "string" ? a : core.inspect(a))).join(" ");
-    used += encoder.encode(text).length + 1;
+    let text = "";
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i];
+      if (i) text += " ";
+      try {
+        text += typeof arg === "string" ? arg : core.inspect(arg);
+      } catch {
+        text += "<uninspectable>";
+      }
+    }
+    used += apply(encodeText, encoder, [text]).length + 1;
     if (used > maxOutput) truncated = true; // the host writes the marker
     send({ t: "log", stream, text: truncated ? "" : text, truncated });
   };
   const stdout = emit("stdout");
   const stderr = emit("stderr");
-  return Object.freeze({ log: stdout, info: stdout, debug: stdout, error: stderr, warn: stderr });
+  return freeze({ log: stdout, info: stdout, debug: stdout, error: stderr, warn: stderr });
 }
 
 function makeTools(names, pending) {
   let nextId = 0;
-  const tools = Object.create(null);
-  for (const name of names) {
+  const tools = create(null);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
     tools[name] = (args) =>
-      new Promise((resolve, reject) => {
-        const id = ++nextId;
-        let payload;
+      new Promise_((resolve, reject) => {
+        let text;
         try {
-          payload = args === undefined ? {} : JSON.parse(JSON.stringify(args));
+          text = encode(args === undefined ? {} : args, "arguments", 0);
         } catch (e) {
-          reject(new ToolError(name, `arguments are not JSON: ${e.message}`));
+          const why = e instanceof NotJSON ? e.message : "they could not be read";
+          reject(new ToolError(name, `arguments are not JSON: ${why}`));
           return;
         }
-        pending.set(id, { resolve, reject, name });
-        send({ t: "call", id, name, args: payload });
+        const id = ++nextId;
+        pending[id] = { resolve, reject };
+        sendWith({ t: "call", id, name }, "args", text);
       });
   }
-  return Object.freeze(tools);
+  return freeze(tools);
 }
 
 async function main() {
-  const decoder = new TextDecoder();
-  const pending = new Map();
+  const pending = create(null);
   let buffer = "";
   let started = false;
   send({ t: "ready" });
   const chunk = new Uint8Array(1 << 16);
   for (;;) {
     // read() straight into a buffer: measurably faster per message than the readable stream
-    const size = await core.stdin.read(chunk);
+    const size = await core.read(chunk);
     if (size === null) break;
-    buffer += decoder.decode(chunk.subarray(0, size), { stream: true });
+    buffer += apply(decodeText, decoder, [apply(subarray, chunk, [0, size]), { stream: true }]);
     let newline;
-    while ((newline = buffer.indexOf("\n")) >= 0) {
-      const message = JSON.parse(buffer.slice(0, newline));
-      buffer = buffer.slice(newline + 1);
+    while ((newline = apply(stringIndexOf, buffer, ["\n"])) >= 0) {
+      const message = apply(parse, JSON, [apply(stringSlice, buffer, [0, newline])]);
+      buffer = apply(stringSlice, buffer, [newline + 1]);
       if (message.t === "run" && !started) {
         started = true;
         run(message, pending); // not awaited: results must keep flowing in
       } else if (message.t === "result") {
-        const call = pending.get(message.id);
+        const call = pending[message.id];
         if (!call) continue;
-        pending.delete(message.id);
+        delete pending[message.id];
         if (message.ok) call.resolve(message.value);
         else call.reject(new ToolError(message.tool, message.message));
       }
     }
   }
+}
+
+function finish(value) {
+  let text;
+  try {
+    text = encode(value === undefined ? null : value, "result", 0);
+  } catch (e) {
+    const problem = e instanceof NotJSON ? e.message : "the result could not be read";
+    send({ t: "done", ok: false, kind: "invalid_output", message: problem });
+    return;
+  }
+  sendWith({ t: "done", ok: true }, "value", text);
 }
 
 async function run(message, pending) {
@@ -150,10 +280,7 @@ async function run(message, pending) {
     send({ t: "done", ok: false, kind: "exception", message: describe(error) });
     return;
   }
-  if (value === undefined) value = null;
-  const problem = jsonProblem(value, "result", 0);
-  if (problem) send({ t: "done", ok: false, kind: "invalid_output", message: problem });
-  else send({ t: "done", ok: true, value });
+  finish(value);
 }
 
 main();
