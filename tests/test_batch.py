@@ -1,4 +1,4 @@
-"""run_batch: the calls of one model response, by the rule of seed 002."""
+"""run_batch: the calls of one model response, by the scheduling rule."""
 
 from __future__ import annotations
 

@@ -245,7 +245,7 @@ async def test_todowrite_and_question() -> None:
     ]
 
 
-def test_safety_classes_follow_seed_002(root: Root) -> None:
+def test_safety_classes_are_the_documented_ones(root: Root) -> None:
     tools = {
         t.name: t
         for t in [
@@ -420,7 +420,7 @@ def web_server() -> Any:
 async def test_webfetch_converts_html_and_enforces_limits(web_server: str) -> None:
     from toolnexus.tools.builtins._web import web_tools
 
-    webfetch = web_tools(None)[0]
+    webfetch = web_tools(None, allow_private_network=True)[0]
     page = await call(webfetch, url=web_server + "/page")
     assert "# Hello" in page and "**bold**" in page and "x()" not in page
     assert await call(webfetch, url=web_server + "/plain") == "just text"

@@ -47,7 +47,7 @@ EXPECTED = {
         "ToolResult", "Toolkit", "tool",
     ],
     toolnexus.tools.builtins: [
-        "PatchError", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
+        "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
     ],
     toolnexus.tools.mcp: ["McpTools", "ServerConfig", "mcp_servers", "parse_config"],
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],

@@ -1,8 +1,9 @@
 """The agent runtime: spawn, wake, wait, post, interrupt, close.
 
-Seed 002's background recipe needs no extra API: ``spawn`` gives a handle (and its id) at once,
-``wake`` starts a turn in the background and returns at once, and ``wait`` in a task of your own
-delivers the result; to tell the parent, ``post`` to it and ``wake`` it.
+The background recipe (a child works while its parent goes on) needs no extra API: ``spawn``
+gives a handle (and its id) at once, ``wake`` starts a turn in the background and returns at
+once, and ``wait`` in a task of your own delivers the result; to tell the parent, ``post`` to it
+and ``wake`` it.
 
 Scheduling: each parent runs at most ``max_children`` children at once (extra wakes queue, first
 in, first started); the whole runtime has at most ``max_concurrent_turns`` model requests in

@@ -8,9 +8,9 @@
 
 Each server's tools are named ``<server>_<tool>`` (sanitised) with their schemas passed through.
 Annotations become :class:`ToolHints`: a ``readOnlyHint`` makes a tool safe, so it overlaps
-(seed 002). Per server, ``trust_annotations: false`` makes every tool unsafe and
-``read_only_tools: [...]`` marks named ones safe. A server that fails to start is reported (in
-``tools.failures`` and the log) and left out; the others work.
+(the scheduling rule's safe class). Per server, ``trust_annotations: false`` makes every tool
+unsafe and ``read_only_tools: [...]`` marks named ones safe. A server that fails to start is
+reported (in ``tools.failures`` and the log) and left out; the others work.
 """
 
 from __future__ import annotations

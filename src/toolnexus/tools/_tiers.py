@@ -3,9 +3,9 @@
 Declaring hundreds of tools costs prompt space on every request and confuses models. With tiers
 the model sees two tools: ``tool_search(query, limit)`` (safe) finds tools by name, description
 and parameter names and returns their schemas; ``call_tool(name, arguments)`` calls one, with
-the concurrency class of the tool it calls, for those arguments (seed 002, rule 4). The called
-tool still goes through approval and hooks (``direct_dispatch``). Native mode only: Code Mode
-programs call tools directly.
+the concurrency class of the tool it calls, for those arguments (a tool's safety may depend on
+its arguments). The called tool still goes through approval and hooks (``direct_dispatch``).
+Native mode only: Code Mode programs call tools directly.
 """
 
 from __future__ import annotations

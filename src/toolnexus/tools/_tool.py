@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import inspect
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +13,7 @@ from pydantic import BaseModel
 from toolnexus._checks import int_at_least, positive_number
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
+from toolnexus.tools._threads import TOOL_THREADS, run_in_context
 
 __all__ = ["ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult"]
 
@@ -66,22 +64,6 @@ class ToolResult:
 
 def _default_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {}}
-
-
-_TOOL_THREADS: ThreadPoolExecutor | None = None
-
-
-def _tool_threads() -> ThreadPoolExecutor:
-    """The executor synchronous tools run in.
-
-    Why not the event loop's default executor: on a 2-core machine it has 6 threads, which would
-    silently cap ten overlapping blocking reads at six. Sixty-four threads cover any sensible
-    ``max_parallel`` while still bounding a runaway.
-    """
-    global _TOOL_THREADS
-    if _TOOL_THREADS is None:
-        _TOOL_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolnexus-tool")
-    return _TOOL_THREADS
 
 
 def _accepts_context(fn: Callable[..., Any]) -> bool:
@@ -238,9 +220,12 @@ class Tool:
         call_args: tuple[Any, ...] = (args, ctx) if self._takes_context else (args,)
         if self._is_async:
             return await self.execute(*call_args)
-        loop = asyncio.get_running_loop()
-        run = functools.partial(contextvars.copy_context().run, self.execute, *call_args)
-        result = await loop.run_in_executor(_tool_threads(), run)
+        job = TOOL_THREADS.submit(run_in_context(self.execute, *call_args))
+        try:
+            result = await asyncio.wrap_future(job.future)
+        except asyncio.CancelledError:  # a timeout or a cancel: the thread may never return
+            TOOL_THREADS.write_off(job)
+            raise
         if inspect.isawaitable(result):  # a sync callable that returned a coroutine
             return await result
         return result

@@ -2,7 +2,7 @@
 
 Why the sync snapshot API (and not ``AsyncMonty``): it is the fastest path, and it has no
 background thread calling into asyncio, which with ``AsyncMonty`` can abort the host process at
-interpreter exit (``../shared/design/RUNTIMES.md``).
+interpreter exit (seen with pydantic-monty 1.4).
 
 A run: the type check starts in a helper thread (``_monty_checker.py``) while a driver thread
 (``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude; then the

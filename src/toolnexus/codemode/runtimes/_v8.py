@@ -1,7 +1,7 @@
 """``V8Runtime``: JavaScript programs in V8, in a Deno subprocess with no permissions.
 
-Why a subprocess and not embedded V8 (``mini-racer``): measured in
-``../shared/design/RUNTIMES.md``: an in-process V8 cannot stop a loop that starts after an
+Why a subprocess and not embedded V8 (``mini-racer``): measured before this was built, an
+in-process V8 cannot stop a loop that starts after an
 ``await``, a V8 fatal out-of-memory kills the host, and ArrayBuffers ignore its memory limit.
 A Deno child with no ``--allow-*`` flags has no file system, network, environment or
 subprocess access; ``--no-remote``/``--no-npm`` stop imports from fetching code.

@@ -1,4 +1,4 @@
-"""Built-in coding tools: the fourteen a coding agent uses all day, with seed 002's safety classes.
+"""Built-in coding tools: the fourteen a coding agent uses all day, with their safety classes.
 
 Safe (read-only hints, they overlap): ``read``, ``grep``, ``glob``, ``webfetch``, ``websearch``,
 ``question``, ``todowrite``, ``bash_output``. Unsafe (they run alone, in order): ``bash``,
@@ -17,9 +17,16 @@ from toolnexus.tools.builtins._patch import PatchError, apply_patch_tool
 from toolnexus.tools.builtins._root import Root
 from toolnexus.tools.builtins._session import QuestionHandler, Todo, session_tools
 from toolnexus.tools.builtins._shell import Shells, shell_tools
-from toolnexus.tools.builtins._web import SearchBackend, web_tools
+from toolnexus.tools.builtins._web import PrivateNetwork, SearchBackend, web_tools
 
-__all__ = ["PatchError", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools"]
+__all__ = [
+    "PatchError",
+    "PrivateNetwork",
+    "QuestionHandler",
+    "SearchBackend",
+    "Todo",
+    "builtin_tools",
+]
 
 
 def builtin_tools(
@@ -28,6 +35,7 @@ def builtin_tools(
     question_handler: QuestionHandler | None = None,
     search_backend: SearchBackend | None = None,
     allow_outside_root: bool = False,
+    allow_private_network: PrivateNetwork = False,
 ) -> list[Tool]:
     """The fourteen built-in tools, working under ``root``.
 
@@ -38,6 +46,9 @@ def builtin_tools(
         search_backend: For ``websearch``: a function ``(query, limit) -> results`` or a SearXNG
             URL; without one, ``websearch`` fails with a message saying how to configure it.
         allow_outside_root: Let file tools reach paths outside ``root`` (trusted local use).
+        allow_private_network: Let ``webfetch`` reach loopback, private and link-local
+            addresses: ``True`` for all, or a collection of addresses and networks
+            (``{"127.0.0.1", "10.0.0.0/8"}``). By default it fetches public addresses only.
 
     Raises:
         ConfigurationError: ``root`` is not an existing directory.
@@ -46,7 +57,7 @@ def builtin_tools(
     reading, writing, editing, finding = file_tools(where)
     bash, bash_output, kill_shell = shell_tools(where, Shells())
     todowrite, question = session_tools(question_handler)
-    webfetch, websearch = web_tools(search_backend)
+    webfetch, websearch = web_tools(search_backend, allow_private_network=allow_private_network)
     return [
         reading,
         grep_tool(where),

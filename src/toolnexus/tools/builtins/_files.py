@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, BinaryIO
 
 from pydantic import Field
 
@@ -10,7 +15,7 @@ from toolnexus.tools._decorator import tool
 from toolnexus.tools._tool import Tool, ToolHints
 from toolnexus.tools.builtins._root import Root
 
-__all__ = ["MAX_LINE_CHARS", "file_tools", "is_binary"]
+__all__ = ["MAX_LINE_CHARS", "file_tools", "is_binary", "open_regular_file"]
 
 MAX_LINE_CHARS = 2000
 """Longer lines are cut in ``read`` output (and marked)."""
@@ -30,6 +35,146 @@ def is_binary(data: bytes) -> bool:
     return False
 
 
+def open_regular_file(target: Path, shown: str) -> BinaryIO:
+    """``target`` opened for reading in binary, if it is a regular file.
+
+    Why check first: opening a FIFO blocks until a writer appears (forever), and a device or
+    socket is no text to read. ``O_NONBLOCK`` keeps the open itself from blocking on a FIFO
+    that appears between the check and the open.
+
+    Raises:
+        FileNotFoundError / IsADirectoryError / ValueError: saying what the path is instead.
+    """
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no file {shown}") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{shown} is a directory; use glob to list it") from None
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(f"{shown} is a directory; use glob to list it")
+        raise ValueError(f"{shown} is not a regular file (a pipe, device or socket); not read")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _read_lines(file: BinaryIO, offset: int, limit: int) -> tuple[list[str], int]:
+    """Lines ``offset .. offset + limit - 1`` (1-based, each cut to :data:`MAX_LINE_CHARS`),
+    and how many lines follow them.
+
+    Streams: memory stays bounded by the lines shown, however large the file or long a line.
+    """
+    shown: list[str] = []
+    number = 0
+    cap = MAX_LINE_CHARS * 4 + 4  # bytes enough for MAX_LINE_CHARS characters of UTF-8
+    while True:
+        piece = file.readline(cap)
+        if not piece:
+            return shown, 0
+        long = len(piece) == cap and not piece.endswith(b"\n")
+        if long:  # skip the rest of the line without keeping it
+            while (rest := file.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+        number += 1
+        if number >= offset:
+            line = piece.decode("utf-8", errors="replace").rstrip("\r\n")
+            if long or len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + " … (line cut)"
+            shown.append(line)
+            if len(shown) == limit:
+                return shown, _count_lines(file)
+
+
+def _count_lines(file: BinaryIO) -> int:
+    """The lines left in ``file`` from where it stands (a last line without a newline counts)."""
+    count = 0
+    last = b"\n"
+    while chunk := file.read(1 << 20):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # gone since it was listed
+        return 0.0
+
+
+def glob_pattern(pattern: str) -> Callable[[str], bool]:
+    """A matcher for ``/``-separated relative paths: ``*`` and ``?`` stay within one folder,
+    ``[...]`` is a character class, and a ``**`` segment matches any number of folders."""
+    parts = [part for part in pattern.strip("/").split("/") if part not in ("", ".")]
+    regex = ""
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        if part == "**":
+            regex += ".*" if last else "(?:[^/]+/)*"
+            continue
+        regex += _segment_regex(part) + ("" if last else "/")
+    compiled = re.compile(regex or ".*")
+    return lambda relative: compiled.fullmatch(relative) is not None
+
+
+def _segment_regex(segment: str) -> str:
+    out = ""
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            out += "[^/]*"
+        elif char == "?":
+            out += "[^/]"
+        elif char == "[" and (end := segment.find("]", i + 2)) > 0:
+            inner = segment[i + 1 : end]
+            negate = inner[:1] in ("!", "^")
+            body = re.escape(inner[1:] if negate else inner).replace("\\-", "-")
+            out += f"[{'^' if negate else ''}{body}]"
+            i = end
+        else:
+            out += re.escape(char)
+        i += 1
+    return out
+
+
+def walk_tree(root: Root, base: Path, max_depth: int | None = None) -> Iterator[tuple[str, Path]]:
+    """Every file under ``base`` as ``(path relative to base, path)``, never leaving the root
+    (and no deeper than ``max_depth`` path segments, when given).
+
+    A link to a folder is followed only when its target is inside the root (and not a folder
+    already walked, so loops end); a link to a file only when the file is inside the root.
+    ``allow_outside`` on the root lifts both checks, not the loop guard.
+    """
+    seen = {base.resolve()}
+    pending: list[tuple[str, Path, int]] = [("", base, 1)]
+    while pending:
+        prefix, folder, depth = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            relative = prefix + entry.name
+            path = Path(entry.path)
+            try:
+                is_dir = entry.is_dir()
+                target = path.resolve() if entry.is_symlink() else path
+            except (OSError, RuntimeError):  # a broken or looping link
+                continue
+            if entry.is_symlink() and not (root.allow_outside or target.is_relative_to(root.path)):
+                continue
+            if is_dir:
+                if target not in seen and (max_depth is None or depth < max_depth):
+                    seen.add(target)
+                    pending.append((relative + "/", path, depth + 1))
+            elif entry.is_file():
+                yield relative, path
+
+
 def file_tools(root: Root) -> list[Tool]:
     """``read``, ``write``, ``edit`` and ``glob`` working under ``root``."""
 
@@ -47,23 +192,15 @@ def file_tools(root: Root) -> list[Tool]:
             limit: How many lines to show at most.
         """
         target = root.resolve(path)
-        if target.is_dir():
-            raise IsADirectoryError(f"{path} is a directory; use glob to list it")
-        if not target.exists():
-            raise FileNotFoundError(f"no file {path}")
-        data = target.read_bytes()
-        if is_binary(data[:8192]):
-            raise ValueError(f"{path} is a binary file; read only reads text")
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        chosen = lines[offset - 1 : offset - 1 + limit]
-        out = []
-        for number, line in enumerate(chosen, start=offset):
-            if len(line) > MAX_LINE_CHARS:
-                line = line[:MAX_LINE_CHARS] + " … (line cut)"
-            out.append(f"{number:6}\t{line}")
-        shown_end = offset - 1 + len(chosen)
-        if shown_end < len(lines):
-            out.append(f"… ({len(lines) - shown_end} more lines; read with offset={shown_end + 1})")
+        with open_regular_file(target, path) as file:
+            if is_binary(file.read(8192)):
+                raise ValueError(f"{path} is a binary file; read only reads text")
+            file.seek(0)
+            shown, remaining = _read_lines(file, offset, limit)
+        out = [f"{number:6}\t{line}" for number, line in enumerate(shown, start=offset)]
+        if remaining:
+            last = offset - 1 + len(shown)
+            out.append(f"… ({remaining} more lines; read with offset={last + 1})")
         return "\n".join(out) if out else f"({path} has no lines at offset {offset})"
 
     @tool(name="write", hints=WRITES)
@@ -122,13 +259,10 @@ def file_tools(root: Root) -> list[Tool]:
         base = root.resolve(path)
         if not base.is_dir():
             raise NotADirectoryError(f"{path} is not a folder")
-        found = []
-        for match in base.glob(pattern):
-            if match.is_file() and (
-                root.allow_outside or match.resolve().is_relative_to(root.path)
-            ):
-                found.append(match)
-        found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        matches = glob_pattern(pattern)
+        depth = None if "**" in pattern else pattern.strip("/").count("/") + 1
+        found = [file for relative, file in walk_tree(root, base, depth) if matches(relative)]
+        found.sort(key=_modified, reverse=True)
         shown = [root.show(p) for p in found[:limit]]
         if len(found) > limit:
             shown.append(f"… ({len(found) - limit} more; narrow the pattern)")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pathspec
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 from pydantic import Field
 
 from toolnexus.tools._decorator import tool
@@ -21,6 +21,33 @@ __all__ = ["SKIPPED_FOLDERS", "grep_tool", "walk_files"]
 
 SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 MAX_FILE_BYTES = 5 * 1024 * 1024
+REGEX_MEMORY = 64 * 1024 * 1024
+"""What one compiled pattern may use (RE2 refuses a pattern whose automaton needs more)."""
+
+
+def compile_pattern(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, whose matching time is linear in the text's length.
+
+    Why RE2 and not ``re``: the pattern comes from a model, and a backtracking engine can spin
+    forever on one like ``(a+)+$`` (a thread that no timeout can stop). RE2 has no backtracking,
+    so it also has no lookarounds or backreferences; those are refused with a message saying so.
+
+    Raises:
+        ValueError: the pattern is invalid, or uses syntax RE2 does not support.
+    """
+    options = re2.Options()
+    options.log_errors = False  # the error becomes our message, not a line on stderr
+    options.max_mem = REGEX_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else ""
+        detail = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        raise ValueError(
+            f"pattern is not a valid regular expression for grep ({detail}); grep's engine "
+            "(RE2) runs in linear time and so has no lookarounds (?=, ?!, ?<=) or "
+            "backreferences (\\1)"
+        ) from None
 
 
 _Ignores = tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
@@ -101,17 +128,15 @@ def grep_tool(root: Root) -> Tool:
         Skips binary files, VCS and dependency folders, and what .gitignore files list.
 
         Args:
-            pattern: A Python regular expression.
+            pattern: A regular expression (RE2 syntax: like Python's, without lookarounds or
+                backreferences).
             path: A file or folder to search, relative to the working directory.
             glob: Only files whose name matches this pattern (like "*.py").
             output_mode: "files" (names of matching files), "content" (matching lines with
                 file and line number) or "count" (matches per file).
             limit: How many result lines to return at most.
         """
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+        regex = compile_pattern(pattern)
         base = root.resolve(path)
         if not base.exists():
             raise FileNotFoundError(f"no file or folder {path}")

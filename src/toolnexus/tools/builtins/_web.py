@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Annotated, Any
 
 import httpx
@@ -15,11 +18,14 @@ import markdownify
 from bs4 import BeautifulSoup
 from pydantic import Field
 
+from toolnexus.errors import ConfigurationError
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._tool import Tool, ToolHints
 
-__all__ = ["MAX_FETCH_BYTES", "SearchBackend", "web_tools"]
+__all__ = ["MAX_FETCH_BYTES", "PrivateNetwork", "SearchBackend", "web_tools"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 MAX_FETCH_BYTES = 2_000_000
 FETCH_TIMEOUT = 30.0
@@ -32,21 +38,105 @@ SearchBackend = (
 """A SearXNG base URL, or ``backend(query, limit)`` returning ``{"title", "url", "snippet"}``s."""
 
 
-async def _fetch(url: str) -> tuple[str, bytes]:
+PrivateNetwork = bool | Collection[str]
+"""``webfetch``'s reach into non-public addresses: ``False`` (none), ``True`` (all), or the
+addresses and networks (``"127.0.0.1"``, ``"10.0.0.0/8"``) it may reach."""
+
+MAX_REDIRECTS = 5
+
+
+class _Destinations:
+    """Which addresses ``webfetch`` may connect to.
+
+    Why by address and not by name: a public-looking name can resolve to a private address
+    (DNS rebinding, or just an internal DNS record). So the name is resolved here, every
+    address it resolves to is checked, and the request then goes to a checked address, the
+    name kept for the ``Host`` header and TLS, so a second resolution cannot change the answer.
+    """
+
+    def __init__(self, allow: PrivateNetwork) -> None:
+        self.everything = allow is True
+        networks = [] if isinstance(allow, bool) else list(allow)
+        try:
+            self.allowed = [ipaddress.ip_network(n, strict=False) for n in networks]
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"allow_private_network takes True, False or addresses/networks such as "
+                f"'127.0.0.1' or '10.0.0.0/8': {exc}"
+            ) from None
+
+    def permits(self, address: IPAddress) -> bool:
+        if self.everything or _public(address):
+            return True
+        return any(address in network for network in self.allowed)
+
+    async def address_for(self, url: httpx.URL) -> str:
+        """The checked address to connect to for ``url``.
+
+        Raises:
+            PermissionError: the host is (or resolves to) an address that is not allowed.
+            OSError: the name does not resolve.
+        """
+        host = url.host
+        try:
+            addresses = [ipaddress.ip_address(host)]
+        except ValueError:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM
+            )
+            addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+        refused = [a for a in addresses if not self.permits(a)]
+        if refused:
+            raise PermissionError(
+                f"webfetch does not fetch {url.host} ({refused[0]}): a loopback, private, "
+                "link-local or otherwise non-public address. To fetch local servers, build "
+                "the tools with builtin_tools(..., allow_private_network=True) or name the "
+                "allowed addresses"
+            )
+        return str(addresses[0])
+
+
+def _public(address: IPAddress) -> bool:
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        address = mapped
+    return address.is_global and not address.is_multicast
+
+
+async def _fetch(url: str, destinations: _Destinations) -> tuple[str, bytes]:
+    """GET ``url``, following redirects; every hop's address is checked before it is used."""
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"webfetch takes an http(s) URL, got {url!r}")
-    async with (
-        httpx.AsyncClient(timeout=FETCH_TIMEOUT, follow_redirects=True) as client,
-        client.stream("GET", url, headers={"user-agent": "toolnexus-webfetch"}) as response,
-    ):
-        if response.status_code >= 400:
-            raise RuntimeError(f"{url} answered HTTP {response.status_code}")
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body.extend(chunk)
-            if len(body) > MAX_FETCH_BYTES:
-                raise ValueError(f"{url} is larger than {MAX_FETCH_BYTES} bytes; not fetched")
-        return response.headers.get("content-type", ""), bytes(body)
+    target = httpx.URL(url)
+    async with httpx.AsyncClient(timeout=FETCH_TIMEOUT, follow_redirects=False) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            if target.scheme not in ("http", "https"):
+                raise ValueError(f"webfetch was redirected to {target}, which is not http(s)")
+            address = await destinations.address_for(target)
+            pinned = target.copy_with(host=address)
+            headers = {"user-agent": "toolnexus-webfetch", "host": target.netloc.decode()}
+            extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+            request = client.build_request("GET", pinned, headers=headers, extensions=extensions)
+            response = await client.send(request, stream=True)
+            try:
+                if response.is_redirect and "location" in response.headers:
+                    target = target.join(response.headers["location"])
+                    continue
+                return await _body(url, response)
+            finally:
+                await response.aclose()
+    raise ValueError(f"{url} redirected more than {MAX_REDIRECTS} times; not fetched")
+
+
+async def _body(url: str, response: httpx.Response) -> tuple[str, bytes]:
+    if response.status_code >= 400:
+        raise RuntimeError(f"{url} answered HTTP {response.status_code}")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) > MAX_FETCH_BYTES:
+            raise ValueError(f"{url} is larger than {MAX_FETCH_BYTES} bytes; not fetched")
+    return response.headers.get("content-type", ""), bytes(body)
 
 
 def _markdown(html: str) -> str:
@@ -77,8 +167,20 @@ async def _searxng(base_url: str, query: str, limit: int) -> list[dict[str, Any]
     ]
 
 
-def web_tools(search_backend: SearchBackend | None) -> list[Tool]:
-    """``webfetch`` and ``websearch`` (asking ``search_backend``)."""
+def web_tools(
+    search_backend: SearchBackend | None, *, allow_private_network: PrivateNetwork = False
+) -> list[Tool]:
+    """``webfetch`` and ``websearch`` (asking ``search_backend``).
+
+    ``webfetch`` refuses loopback, private, link-local (cloud metadata at 169.254.169.254) and
+    other non-public addresses, on every redirect hop, unless ``allow_private_network`` allows
+    them: a read-only tool that the scheduler overlaps freely must not be a way into the
+    machine's own network.
+
+    Raises:
+        ConfigurationError: ``allow_private_network`` names something that is not an address.
+    """
+    destinations = _Destinations(allow_private_network)
 
     @tool(name="webfetch", hints=WEB)
     async def webfetch(url: str) -> str:
@@ -87,7 +189,7 @@ def web_tools(search_backend: SearchBackend | None) -> list[Tool]:
         Args:
             url: An http(s) URL.
         """
-        kind, body = await _fetch(url)
+        kind, body = await _fetch(url, destinations)
         text = body.decode("utf-8", errors="replace")
         if "html" in kind.lower() or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
             text = _markdown(text)
