@@ -17,7 +17,9 @@ class Budget:
     """Limits for an agent and everything below it; ``None`` means no limit.
 
     A child's budget is carved from its parent's remaining budget (the smaller of the two wins),
-    and a child's usage counts against every ancestor.
+    and a child's usage counts against every ancestor *as it is spent*: every model request
+    and tool call is checked against the agent and all its ancestors first, so recursive
+    delegation stops as soon as the tree's budget is used up.
 
     Attributes:
         max_turns: Model round trips per wake.
@@ -34,7 +36,12 @@ class Budget:
     max_depth: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tokens", "max_tool_calls", "max_children", "max_depth"):
+        if self.max_turns is not None and not int_at_least(self.max_turns, 1):
+            raise ConfigurationError(
+                f"Budget max_turns must be None or an int >= 1, got {self.max_turns!r}: a wake "
+                "is at least one model request (to stop an agent from running, do not wake it)."
+            )
+        for name in ("max_tokens", "max_tool_calls", "max_children", "max_depth"):
             value = getattr(self, name)
             if value is not None and not int_at_least(value, 0):
                 raise ConfigurationError(

@@ -17,19 +17,24 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolnexus._checks import positive_int
+from toolnexus._json import encodable_text, json_problem
 from toolnexus._tracing import agent_turn_span
 from toolnexus.agents._definition import AgentDefinition, Budget
 from toolnexus.client import Client, Usage
 from toolnexus.errors import ConfigurationError, ProviderError, ToolnexusError
+from toolnexus.scheduling import snapshot
 from toolnexus.tools import Tool
 
 __all__ = ["AgentError", "AgentRuntime", "Handle", "TaskResult", "TaskStatus"]
+
+logger = logging.getLogger("toolnexus.agents")
 
 TaskStatus = Literal["done", "incomplete", "interrupted", "closed", "timeout", "error"]
 
@@ -92,6 +97,30 @@ class Handle:
 
     def __repr__(self) -> str:
         return f"<Handle {self.id} {self.status}>"
+
+
+class _TreeMeter:
+    """Counts one agent's spending against it and every ancestor, as it is spent."""
+
+    def __init__(self, runtime: AgentRuntime, handle: Handle) -> None:
+        self._runtime = runtime
+        self._handle = handle
+
+    def check(self) -> str | None:
+        return self._runtime._exhausted(self._handle)
+
+    def spend(self, usage: Usage) -> None:
+        for node in self._handle.lineage():
+            node.usage.add(usage)
+
+    def tool_call(self) -> str | None:
+        for node in self._handle.lineage():
+            limit = node.budget.max_tool_calls
+            if limit is not None and node.tool_calls >= limit:
+                return f"the tool-call budget of {node.id} ({limit}) is used up"
+        for node in self._handle.lineage():
+            node.tool_calls += 1
+        return None
 
 
 def _coalesce(prompts: deque[str], inbox: deque[str]) -> str:
@@ -244,7 +273,12 @@ class AgentRuntime:
             raise AgentError(
                 f"the inbox of {handle.id} is full ({self.inbox_cap} items); wake it first"
             )
-        handle.inbox.append(item if isinstance(item, str) else json.dumps(item, default=repr))
+        if not isinstance(item, str):
+            problem = json_problem(item, "the item", foreign_ok=True)
+            if problem:
+                raise AgentError(f"{problem}; post text or JSON data to {handle.id}")
+            item = json.dumps(snapshot(item), ensure_ascii=False)
+        handle.inbox.append(encodable_text(item))
 
     def interrupt(self, handle: Handle) -> None:
         """Cancel the running turn of ``handle`` (its result: ``interrupted``)."""
@@ -302,6 +336,9 @@ class AgentRuntime:
                 turns=result.turns,
                 usage=result.usage,
             )
+        except Exception as exc:  # never leave a wake unfinished and its slot taken
+            logger.warning("the wake of %s failed", handle.id, exc_info=True)
+            result = TaskResult(status="error", error=f"{type(exc).__name__}: {exc}")
         self._finish(handle, result)
         return result
 
@@ -343,10 +380,11 @@ class AgentRuntime:
         if definition.code_mode:
             changes["code_mode"] = definition.code_mode
         if handle.budget.max_turns is not None:
-            changes["max_turns"] = max(handle.budget.max_turns, 1)
+            changes["max_turns"] = handle.budget.max_turns
         if self._gate is None:
             self._gate = asyncio.Semaphore(self._max_concurrent_turns)
-        handle._client = self.client.derive(**changes).gated(self._gate)
+        derived = self.client.derive(**changes).gated(self._gate)
+        handle._client = derived.metered(_TreeMeter(self, handle))
         return handle._client
 
     async def _turn(self, handle: Handle, message: str) -> TaskResult:
@@ -364,12 +402,11 @@ class AgentRuntime:
                 run = await client.run(message, tools=tools, history=handle.history)
             except ProviderError as exc:
                 return TaskResult(status="error", error=str(exc))
-        handle.history = run.messages
-        for node in handle.lineage():  # usage rolls up to every ancestor
-            node.usage.add(run.usage)
-            node.tool_calls += len(run.tool_calls)
-        exhausted = self._exhausted(handle)
-        if run.status == "done" and not exhausted:
+            except Exception as exc:  # any failure ends the turn as data and frees its slot
+                logger.warning("the turn of %s failed", handle.id, exc_info=True)
+                return TaskResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        handle.history = run.messages  # its usage and tool calls were counted as they happened
+        if run.status == "done":
             return TaskResult(run.text, "done", run.turns, run.usage)
-        error = exhausted or "the turn budget (max_turns) ran out"
+        error = run.stopped_by or "the turn budget (max_turns) ran out"
         return TaskResult(run.text, "incomplete", run.turns, run.usage, error)

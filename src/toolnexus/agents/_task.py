@@ -19,22 +19,34 @@ def _always(args: Any) -> bool:
 def task_tool(runtime: AgentRuntime, handle: Handle) -> Tool:
     """``task(agent, prompt)`` for ``handle``: spawn (or re-attach), wake, wait, close.
 
+    Each call gets a child of its own; a call re-attaches only to the child of an identical
+    earlier call that was cut short (and whose wake still answers the same prompt).
+
     Always concurrent: a response with three ``task`` calls gets three sub-agents at once
     (within the runtime's caps); it is never a barrier, whatever its arguments.
     """
     team = list(handle.definition.team)
+    claimed: set[Handle] = set()  # children a task call of this tool is waiting for
 
     async def execute(args: dict[str, Any]) -> ToolResult:
         name, prompt = args["agent"], args["prompt"]
         key = (name, prompt)
         child = handle.task_children.get(key)
-        if child is None or child.status == "closed":  # else: re-attach to the one still open
+        if child is None or child.status == "closed" or child in claimed:
+            # A new child. Re-attach only to one that a task call cut short left open and that
+            # no other call is waiting for: its wake (running or done) answers this prompt, so
+            # the prompt is not sent again; two identical calls get two children.
             child = runtime.spawn(handle, name)
             handle.task_children[key] = child
-        runtime.wake(child, prompt)
-        result = await runtime.wait(child)
-        await runtime.close(child)
-        handle.task_children.pop(key, None)
+            runtime.wake(child, prompt)
+        claimed.add(child)
+        try:
+            result = await runtime.wait(child)
+            await runtime.close(child)
+        finally:
+            claimed.discard(child)
+        if handle.task_children.get(key) is child:
+            del handle.task_children[key]
         metadata = {
             "agent_id": child.id,
             "status": result.status,

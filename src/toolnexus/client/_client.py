@@ -11,7 +11,7 @@ from typing import Any, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 from toolnexus._checks import int_at_least, positive_int, positive_number
-from toolnexus.client._loop import LoopConfig, agent_loop, resume_loop
+from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
@@ -110,6 +110,12 @@ class Client:
         """This client with every model request waiting for ``gate`` (a shared cap)."""
         derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
         derived._config.request_gate = gate
+        return derived
+
+    def metered(self, meter: Meter) -> Client:
+        """This client with its runs' spending checked by ``meter`` as it happens."""
+        derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
+        derived._config.meter = meter
         return derived
 
     async def run(

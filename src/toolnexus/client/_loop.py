@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from toolnexus._json import encodable_text, json_problem, loads_strict
 from toolnexus.client._result import (
@@ -49,9 +49,33 @@ from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools.tiers import tool_tiers
 
-__all__ = ["LoopConfig", "agent_loop"]
+__all__ = ["LoopConfig", "Meter", "agent_loop"]
 
 CANCELLED = "the run was cancelled before this call finished"
+
+
+class Meter(Protocol):
+    """Spending limits checked *as they are spent*, not after a run.
+
+    The loop asks :meth:`check` before every model request and :meth:`tool_call` before every
+    tool call; it reports each response's usage to :meth:`spend` (a whole response's before its
+    calls start; a streamed one's at its end, when its first calls may already be running). A
+    reason (a sentence) stops the run as ``"incomplete"`` (``RunResult.stopped_by``) or fails
+    that one call. The agent runtime meters a whole tree of agents this way, so recursive
+    delegation cannot outspend its budget while the runs are still going.
+    """
+
+    def check(self) -> str | None:
+        """Why no further model request may be made, or ``None``."""
+        ...
+
+    def spend(self, usage: Usage) -> None:
+        """A response's tokens were spent."""
+        ...
+
+    def tool_call(self) -> str | None:
+        """Count one tool call about to run; why it may not, or ``None``."""
+        ...
 
 
 @dataclass
@@ -70,6 +94,7 @@ class LoopConfig:
     tiers: bool | None = None
     relay_handler: RelayHandler | None = None
     request_gate: asyncio.Semaphore | None = None
+    meter: Meter | None = None
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -117,6 +142,7 @@ class _Run:
         )
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
+        self.stopped_by: str | None = None  # a meter's reason, when it ended the run
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -133,6 +159,7 @@ class _Run:
             self.session,
             pending,
             self,
+            self.stopped_by,
         )
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
@@ -255,6 +282,9 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
     sdk = config.style.connect()
     try:
         while run.turns < config.max_turns:
+            if config.meter is not None and (reason := config.meter.check()) is not None:
+                run.stopped_by = reason
+                break
             turn = run.turns + 1
             run.session.log_event("turn_start", {"turn": turn})
             reply: AssistantTurn | None = None
@@ -279,7 +309,7 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
     lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
-    batch = TurnCalls(lane, run.kit, config.mode, run.ctx, config.relay_handler)
+    batch = TurnCalls(lane, run.kit, config.mode, run.ctx, config.relay_handler, config.meter)
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 
     async def on_text(text: str) -> None:
@@ -292,7 +322,13 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
     async def respond() -> AssistantTurn:
         async with config.request_gate or contextlib.nullcontext():  # a shared request cap
             return await config.style.respond(
-                sdk, run.messages, run.definitions, stream=stream, on_text=on_text, on_call=on_call
+                sdk,
+                run.messages,
+                run.definitions,
+                stream=stream,
+                on_text=on_text,
+                on_call=on_call,
+                on_usage=config.meter.spend if config.meter is not None else None,
             )
 
     responding = asyncio.ensure_future(respond())

@@ -61,6 +61,8 @@ class RunResult:
             turns and Code Mode sub-calls.
         pending: When ``status`` is ``"pending"``: the relay calls waiting for the host's
             answers (pass them to ``client.resume``).
+        stopped_by: When a budget ended the run early (``status`` ``"incomplete"``): which one,
+            in words (see :class:`Meter`); else ``None``.
     """
 
     text: str
@@ -72,6 +74,7 @@ class RunResult:
     session: Session = field(repr=False)
     pending: list[ToolCall] = field(default_factory=list)
     _run: Any = field(default=None, repr=False, compare=False)
+    stopped_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,10 @@ class TurnCalls:
         mode: CodeMode,
         ctx: RunContext,
         relay_handler: RelayHandler | None = None,
+        meter: Any = None,
     ) -> None:
         self._lane = lane
+        self._meter = meter
         self._kit = kit
         self._mode = mode
         self._ctx = ctx
@@ -59,6 +61,10 @@ class TurnCalls:
         checked = precheck(call, self._kit)
         if isinstance(checked, Outcome):
             self._answers.append(checked)
+            return
+        refused = self._meter.tool_call() if self._meter is not None else None
+        if refused is not None:  # a budget ran out: the call is answered, not run
+            self._answers.append(Outcome.failure(call.name, f"{refused}; the call was not run"))
             return
         tool, args = checked
         if is_relay(tool):  # answered by the host, not run here: no turn in the lane

@@ -50,8 +50,24 @@ _CALL_SCHEMA = {
 }
 
 
+_UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+"""Scripts written without spaces between words (Chinese, Japanese, Korean)."""
+
+
 def _words(text: str) -> set[str]:
-    return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if w}
+    """The searchable words of ``text``: Unicode words, case-folded.
+
+    Why bigrams for Chinese, Japanese and Korean: those scripts put no spaces between words,
+    so "查询天气预报" is one run of characters; its overlapping pairs of characters let the
+    query "天气预报" find it (the usual approach of search engines without a dictionary).
+    """
+    words: set[str] = set()
+    for word in re.findall(r"[^\W_]+", text.casefold()):  # letters and digits, no "_"
+        if _UNSPACED.search(word) and len(word) > 1:
+            words.update(word[i : i + 2] for i in range(len(word) - 1))
+        else:
+            words.add(word)
+    return words
 
 
 def _score(tool: Tool, words: set[str]) -> float:

@@ -128,8 +128,14 @@ class Style:
         stream: bool,
         on_text: OnText,
         on_call: OnCall,
+        on_usage: Callable[[Usage], None] | None = None,
     ) -> AssistantTurn:
-        """Ask the model for its next turn; SDK errors become :class:`ProviderError`."""
+        """Ask the model for its next turn; SDK errors become :class:`ProviderError`.
+
+        ``on_usage`` hears what the response cost once it is known: for a whole response,
+        before its calls are announced (so a budget sees the cost before those calls start);
+        for a stream, at its end.
+        """
         params = encodable_data(self.request(messages, tools))
         translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
         server = urlsplit(self.base_url).hostname or self.base_url
@@ -143,6 +149,8 @@ class Style:
                 raise provider_error(exc, self.base_url, self.key_variables) from exc
             except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
                 raise undecodable_body(self.base_url, exc) from None
+            if on_usage is not None:
+                on_usage(turn.usage)
             if not stream:  # a whole response: its text and calls are all known now
                 if turn.text:
                     await on_text(turn.text)

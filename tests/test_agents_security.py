@@ -1,0 +1,175 @@
+"""Sub-agents, relay tools and tool tiers under hostile conditions: a failing child still ends
+its wake and frees its slot, budgets hold while runs are still going (recursive delegation
+included), posts and prompts are data, and search works in every script."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fake_provider import FakeProvider, Turn
+from test_agents import RESEARCH, TOKENS_PER_TURN, last, runtime_for, system
+from toolnexus import Tool, ToolHints, tool
+from toolnexus.agents import AgentError, AgentRuntime, Budget, agent
+from toolnexus.client import Client, create_client
+from toolnexus.errors import ConfigurationError
+from toolnexus.tools.tiers import tool_tiers
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    server = FakeProvider().start()
+    yield server
+    server.stop()
+
+
+async def test_a_child_whose_run_raises_ends_its_wake_and_frees_its_slot(
+    provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider.router = lambda body: Turn(text=f"answer to {last(body)['content']}")
+    runtime = runtime_for(provider, max_children=1)
+    real_run = Client.run
+
+    async def run(self: Client, prompt: str, **kwargs: Any) -> Any:
+        if "explode" in prompt:
+            raise ValueError("something no provider error describes")
+        return await real_run(self, prompt, **kwargs)
+
+    monkeypatch.setattr(Client, "run", run)
+    first = runtime.spawn(runtime.root, "researcher")
+    second = runtime.spawn(runtime.root, "researcher")
+    runtime.wake(first, "explode")
+    runtime.wake(second, "calm")  # queued behind the first (max_children=1)
+    failed = await runtime.wait(first, timeout=10)
+    assert failed.status == "error"
+    assert "ValueError: something no provider error describes" in (failed.error or "")
+    calm = await runtime.wait(second, timeout=10)
+    assert calm.status == "done" and calm.text == "answer to calm"
+    assert first.parent is not None and first.parent.running_children == 0
+
+
+def _self_delegating(provider: FakeProvider) -> AgentRuntime:
+    """An agent whose model always delegates to itself again: unbounded recursion."""
+
+    def route(body: dict[str, Any]) -> Turn:
+        if system(body) == RESEARCH and last(body).get("role") == "user":
+            return Turn(
+                calls=[
+                    (f"t{len(provider.requests)}", "task", {"agent": "looper", "prompt": "again"})
+                ]
+            )
+        return Turn(text="done")
+
+    provider.router = route
+    client = create_client(
+        base_url=provider.url + "/v1", model="m", api_key="k", code_mode="native"
+    )
+    looper = agent("looper", instructions=RESEARCH, team=["looper"])
+    return AgentRuntime([looper], client=client, max_children=4)
+
+
+@pytest.mark.parametrize(
+    ("budget", "reason"),
+    [
+        (Budget(max_tokens=40), "token budget of root/looper.1 (40)"),
+        (Budget(max_tool_calls=1), "tool-call budget of root/looper.1 (1)"),
+    ],
+)
+async def test_budgets_stop_recursive_delegation_while_it_runs(
+    provider: FakeProvider, budget: Budget, reason: str
+) -> None:
+    runtime = _self_delegating(provider)
+    top = runtime.spawn(runtime.root, "looper", budget)
+    runtime.wake(top, "start")
+    result = await runtime.wait(top, timeout=30)
+    await runtime.close(runtime.root)
+    # each request costs TOKENS_PER_TURN (18): the tree may make the requests its budget
+    # allowed when they were asked, and no more (it made 81 before budgets were metered live)
+    assert len(provider.requests) <= 40 // TOKENS_PER_TURN + 1
+    assert result.status == "incomplete"
+    assert reason in (result.error or "")
+
+
+def test_a_budget_of_zero_turns_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="max_turns must be None or an int >= 1"):
+        Budget(max_turns=0)
+
+
+@pytest.mark.parametrize(
+    "item", [pytest.param("cycle", id="self-reference"), pytest.param(10**5000, id="huge int")]
+)
+async def test_post_refuses_what_cannot_become_text(provider: FakeProvider, item: Any) -> None:
+    runtime = runtime_for(provider)
+    handle = runtime.spawn(runtime.root, "researcher")
+    if item == "cycle":
+        item = {"a": 1}
+        item["self"] = item
+    with pytest.raises(AgentError, match="post text or JSON data"):
+        runtime.post(handle, item)
+    assert list(handle.inbox) == []
+    runtime.post(handle, "text with a lone \ud800 surrogate")  # text is mended, not fatal
+    assert list(handle.inbox) == ["text with a lone \ufffd surrogate"]
+
+
+async def test_two_identical_task_calls_get_one_child_each_and_one_prompt_each(
+    provider: FakeProvider,
+) -> None:
+    coordinator_turns: list[int] = []
+
+    def route(body: dict[str, Any]) -> Turn:
+        if system(body) == RESEARCH:
+            return Turn(text="findings")
+        coordinator_turns.append(1)
+        if len(coordinator_turns) == 1:
+            same = {"agent": "researcher", "prompt": "dig"}
+            return Turn(calls=[("a", "task", same), ("b", "task", same)])
+        return Turn(text="summary")
+
+    provider.router = route
+    runtime = runtime_for(provider)
+    coordinator = runtime.spawn(runtime.root, "coordinator")
+    runtime.wake(coordinator, "go")
+    assert (await runtime.wait(coordinator, timeout=20)).status == "done"
+    researcher_requests = [r for r in provider.requests if system(r) == RESEARCH]
+    assert len(researcher_requests) == 2  # two children, one request each
+    for request in researcher_requests:
+        prompts = [m["content"] for m in request["messages"] if m["role"] == "user"]
+        assert prompts == ["dig"]  # the prompt once, not twice
+
+
+def _tool(name: str, description: str) -> Tool:
+    return Tool(name, description, execute=lambda args: name, hints=ToolHints(read_only=True))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("天气预报", "weather_zh"),
+        ("天气", "weather_zh"),
+        ("株価", "stocks_ja"),
+        ("날씨 예보", "weather_ko"),
+        ("Wetterbericht", "weather_de"),
+        ("ÜBERSETZUNG", "translate_de"),
+        ("weather", "weather_en"),
+    ],
+)
+async def test_tool_search_finds_tools_by_words_of_any_script(query: str, expected: str) -> None:
+    tools = [
+        _tool("weather_zh", "查询天气预报"),
+        _tool("stocks_ja", "今日の株価を調べる"),
+        _tool("weather_ko", "오늘의 날씨 예보"),
+        _tool("weather_de", "Den Wetterbericht abrufen"),
+        _tool("translate_de", "Übersetzung eines Textes"),
+        _tool("weather_en", "Get the weather forecast"),
+    ]
+    search = tool_tiers(tools, enabled=True)[0]
+    found = await search.invoke({"query": query, "limit": 1})
+    assert [t["name"] for t in found] == [expected]
+
+
+@tool(hints=ToolHints(read_only=True))
+def nothing() -> str:
+    """Nothing."""
+    return ""
