@@ -33,7 +33,7 @@ EXPECTED = {
         "TaskStatus", "agent", "task_tool",
     ],
     toolnexus.client: [
-        "Client", "ClientStyle", "DoneEvent", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
+        "Client", "ClientStyle", "DoneEvent", "Meter", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
         "ToolCallEvent", "ToolCallRecord", "ToolResultEvent", "Usage", "UsageEvent",
         "create_client",
     ],

@@ -5,6 +5,7 @@ is built in (``docs/codemode.md``). See ``docs/client.md``.
 """
 
 from toolnexus.client._client import Client, ClientStyle, create_client
+from toolnexus.client._loop import Meter
 from toolnexus.client._result import (
     DoneEvent,
     RunResult,
@@ -22,6 +23,7 @@ __all__ = [
     "Client",
     "ClientStyle",
     "DoneEvent",
+    "Meter",
     "RunResult",
     "RunStatus",
     "StreamEvent",
