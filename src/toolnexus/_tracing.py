@@ -98,13 +98,16 @@ def model_request_span(provider: str, model: str, server: str) -> Iterator[Span]
 
 
 def record_response(
-    span: Span, *, input_tokens: int, output_tokens: int, finish_reason: str | None
+    span: Span, *, input_tokens: int | None, output_tokens: int | None, finish_reason: str | None
 ) -> None:
-    """Put what a model response cost, and why it stopped, on its request's span."""
+    """Put what a model response cost (when the server said), and why it stopped, on its
+    request's span."""
     if not span.is_recording():
         return
-    span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-    span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+    if input_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+    if output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
     if finish_reason is not None:
         span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
 

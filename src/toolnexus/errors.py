@@ -17,6 +17,8 @@ because model-authored code is one prompt-injection hop from the transcript.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "ProviderError",
@@ -59,20 +61,25 @@ class SessionError(ToolnexusError, ValueError):
 
 
 class ProviderError(ToolnexusError):
-    """A model endpoint refused or failed a request, after the SDK's own retries.
+    """A model endpoint refused or failed a request (after the retries that could help).
 
     Attributes:
         status: The HTTP status, or ``None`` when there was no response (connection refused,
-            timeout).
-        message: What the provider said (or what went wrong reaching it), with the fix when
-            there is an obvious one (which API key variable to set, which URL was tried).
+            timeout, a turn past its time limit).
+        message: One line: what went wrong, where, and the fix when there is an obvious one
+            (which API key variable to set, which URL was tried).
+        detail: Everything the server said (the whole error body), for logs; may be ``None``.
+        partial: The run so far when the error ended a run (a
+            :class:`~toolnexus.client.RunResult` with status ``"error"``): its transcript,
+            the tool calls that already ran (with their side effects) and the session log.
     """
 
-    def __init__(self, status: int | None, message: str) -> None:
+    def __init__(self, status: int | None, message: str, detail: str | None = None) -> None:
         self.status = status
         self.message = message
-        prefix = f"HTTP {status}: " if status is not None else ""
-        super().__init__(prefix + message)
+        self.detail = detail
+        self.partial: Any = None
+        super().__init__(message)
 
 
 class ToolError(ToolnexusError):

@@ -361,10 +361,7 @@ class AgentRuntime:
     def _exhausted(self, handle: Handle) -> str | None:
         for node in handle.lineage():
             b = node.budget
-            if (
-                b.max_tokens is not None
-                and node.usage.input_tokens + node.usage.output_tokens >= b.max_tokens
-            ):
+            if b.max_tokens is not None and (node.usage.total or 0) >= b.max_tokens:
                 return f"the token budget of {node.id} ({b.max_tokens}) is used up"
             if b.max_tool_calls is not None and node.tool_calls >= b.max_tool_calls:
                 return f"the tool-call budget of {node.id} ({b.max_tool_calls}) is used up"

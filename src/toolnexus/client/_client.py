@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
@@ -15,6 +16,7 @@ from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
+from toolnexus.client.styles._base import CHOICE_WORDS, WireOptions
 from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
@@ -32,6 +34,7 @@ _OPTION_NAMES = frozenset(
         "base_url", "model", "style", "api_key", "max_tool_concurrency", "code_mode", "runtime",
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
+        "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn",
     }
 )  # fmt: skip
 
@@ -57,31 +60,40 @@ def _build_style(
     model: str,
     api_key: str,
     system_prompt: str | None,
-    retries: int,
-    timeout: float | None,
+    wire: WireOptions,
     request_params: dict[str, Any],
 ) -> Style:
     """The style object, making official SDK clients pointed at ``base_url``."""
     try:
         if style == "openai":
             from openai import AsyncOpenAI as sdk_class
+            from openai import DefaultAsyncHttpxClient as http_class
 
             from toolnexus.client.styles._openai import OpenAIStyle as style_class
         else:
             from anthropic import AsyncAnthropic as sdk_class  # type: ignore[assignment]
+            from anthropic import DefaultAsyncHttpxClient as http_class
 
             from toolnexus.client.styles._anthropic import (  # type: ignore[assignment]
                 AnthropicStyle as style_class,
             )
     except ImportError as exc:
         raise ConfigurationError(
-            f"the {style} style needs the official {style} SDK: pip install 'toolnexus[{style}]'."
+            f"the {style} style needs the official {style} SDK: pip install {style} (or "
+            f"install toolnexus from its folder with the extra: pip install -e '.[{style}]')."
         ) from exc
 
-    def connect() -> Any:
-        return sdk_class(base_url=base_url, api_key=api_key, max_retries=retries, timeout=timeout)
+    def connect(tls: ssl.SSLContext) -> Any:
+        # max_retries=0: toolnexus decides what is worth a retry (client/styles/_errors.py)
+        return sdk_class(
+            base_url=base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=wire.timeout,
+            http_client=http_class(verify=tls),
+        )
 
-    return style_class(connect, model, system_prompt, request_params, base_url)
+    return style_class(connect, model, system_prompt, request_params, base_url, wire)
 
 
 @dataclass
@@ -111,6 +123,20 @@ class Client:
         derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
         derived._config.request_gate = gate
         return derived
+
+    async def aclose(self) -> None:
+        """Close this client's connections on the running event loop (a later run reopens).
+
+        Runs reuse one SDK client per event loop, so connections stay warm between runs;
+        close them when you are done, or use ``async with create_client(...) as client``.
+        """
+        await self._config.style.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def metered(self, meter: Meter) -> Client:
         """This client with its runs' spending checked by ``meter`` as it happens."""
@@ -219,6 +245,10 @@ def create_client(
     max_turns: int = DEFAULT_MAX_TURNS,
     retries: int = 2,
     timeout: float | None = 120.0,
+    retry_timeouts: bool = False,
+    turn_timeout: float | None = 600.0,
+    tool_choice: str | None = None,
+    tool_choice_every_turn: bool = False,
     request_params: Mapping[str, Any] | None = None,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
@@ -248,8 +278,21 @@ def create_client(
         hooks: :class:`~toolnexus.tools.ToolHooks` run around every call, sub-calls included.
         system_prompt: Sent as the system message.
         max_turns: Model round trips before the run stops as ``"incomplete"`` (default 10).
-        retries: The SDK's retries on 429/5xx/connection errors, with backoff (default 2).
-        timeout: Seconds per request (default 120).
+        retries: Retries of a request that failed with 429, 502, 503, 504, 529 or a lost
+            connection, with backoff and ``Retry-After`` (default 2). A 500 is not retried: it
+            usually means the server cannot handle this request, and fails the same way again.
+        timeout: Seconds to wait for the server (connecting, and between pieces of an answer;
+            default 120). A timeout is not retried unless ``retry_timeouts``.
+        retry_timeouts: Also retry requests that timed out (off: a busy single-slot server
+            would queue the retry behind the abandoned generation).
+        turn_timeout: Seconds one model turn may take in all, retries and streaming included
+            (default 600): a stream that never ends is cut off. ``None``: no limit.
+        tool_choice: ``"auto"``, ``"none"``, ``"required"`` or the name of an offered tool;
+            applied to the first turn of each run (later turns are ``"auto"``), checked against
+            the tools the run offers. ``"auto"`` is sent whenever tools are offered, since some
+            servers read a missing choice as ``"none"``.
+        tool_choice_every_turn: Apply ``tool_choice`` to every turn (a named or required
+            choice then forces a call every turn: the run ends only at ``max_turns``).
         request_params: Merged into every request body (``temperature``, ``max_tokens``, …).
         tools: Default tools for ``run``/``stream`` calls that pass none.
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
@@ -284,14 +327,29 @@ def create_client(
         )
     if request_params is not None and not isinstance(request_params, Mapping):
         raise ConfigurationError("create_client request_params must be a mapping of body fields.")
+    if turn_timeout is not None and not positive_number(turn_timeout):
+        raise ConfigurationError(
+            f"create_client turn_timeout must be a positive number of seconds or None, got "
+            f"{turn_timeout!r}."
+        )
+    if tool_choice is not None:
+        if not isinstance(tool_choice, str) or not tool_choice:
+            raise ConfigurationError(
+                f"create_client tool_choice must be {', '.join(CHOICE_WORDS)} or a tool's name, "
+                f"got {tool_choice!r}."
+            )
+        if "tool_choice" in (request_params or {}):
+            raise ConfigurationError(
+                "create_client got tool_choice both as an option and in request_params; keep "
+                "the option (it applies to the first turn, and is checked)."
+            )
     built = _build_style(
         style,
         base_url=base_url,
         model=model,
         api_key=_api_key(api_key, style),
         system_prompt=system_prompt,
-        retries=retries,
-        timeout=timeout,
+        wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
         request_params=dict(request_params or {}),
     )
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
@@ -307,5 +365,7 @@ def create_client(
         deps=deps,
         tiers=tool_tiers,
         relay_handler=relay_handler,
+        tool_choice=tool_choice,
+        tool_choice_every_turn=bool(tool_choice_every_turn),
     )
     return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []), options)

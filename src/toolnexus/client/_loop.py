@@ -41,7 +41,7 @@ from toolnexus.codemode import (
     visible_tools,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result
 from toolnexus.scheduling._outcome import outcome_from_value, outcome_text
@@ -95,6 +95,8 @@ class LoopConfig:
     relay_handler: RelayHandler | None = None
     request_gate: asyncio.Semaphore | None = None
     meter: Meter | None = None
+    tool_choice: str | None = None
+    tool_choice_every_turn: bool = False
 
 
 def _arguments(call: ToolCall) -> Any:
@@ -131,6 +133,7 @@ class _Run:
         self.turns = 0
         self.text = ""
         offered = _offered_tools(config, tools)
+        _check_tool_choice(config.tool_choice, offered)
         self.kit = Toolkit(offered)
         self.definitions = config.style.tool_definitions(offered)
         self.ctx = RunContext(
@@ -193,6 +196,23 @@ class _Run:
         self.messages.extend(self.config.style.results(calls, outcomes))
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(self.session, call, outcome)
+
+
+def _check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
+    """Refuse a tool choice the run's offered tools cannot honour, before any request."""
+    if choice is None or choice in ("auto", "none"):
+        return
+    names = [t.name for t in offered]
+    if choice == "required" and names:
+        return
+    if choice in names:
+        return
+    listed = ", ".join(names) or "no tools"
+    raise ConfigurationError(
+        f"tool_choice={choice!r} cannot be honoured: this run offers {listed} (after the "
+        "permission policy, the Code Mode mode and tool tiers); name one of them, or use "
+        "'auto', 'none' or 'required'."
+    )
 
 
 def _offered_tools(config: LoopConfig, tools: Sequence[Tool]) -> list[Tool]:
@@ -276,36 +296,51 @@ def _check_answer(call_id: str, answer: Any) -> None:
 
 
 async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
-    """Model turns until an answer without tools, ``max_turns``, or a pending relay call."""
+    """Model turns until an answer without tools, ``max_turns``, or a pending relay call.
+
+    Raises:
+        ProviderError: carrying the run so far as ``partial`` (status ``"error"``): the turns
+            before the failure may have run tools with side effects.
+    """
     config = run.config
     status: RunStatus = "incomplete"
-    sdk = config.style.connect()
-    try:
-        while run.turns < config.max_turns:
-            if config.meter is not None and (reason := config.meter.check()) is not None:
-                run.stopped_by = reason
-                break
-            turn = run.turns + 1
-            run.session.log_event("turn_start", {"turn": turn})
-            reply: AssistantTurn | None = None
-            async for event in _turn(run, sdk, stream=stream):
+    while run.turns < config.max_turns:
+        if config.meter is not None and (reason := config.meter.check()) is not None:
+            run.stopped_by = reason
+            break
+        turn = run.turns + 1
+        run.session.log_event("turn_start", {"turn": turn})
+        reply: AssistantTurn | None = None
+        try:
+            async for event in _turn(run, stream=stream):
                 if isinstance(event, AssistantTurn):
                     reply = event
                 else:
                     yield event
-            run.session.log_event("turn_end", {"turn": turn})
-            if run.waiting is not None:
-                status = "pending"
-                break
-            if reply is not None and not reply.calls:
-                status = "done"
-                break
-    finally:
-        await asyncio.shield(sdk.close())  # its connections belong to this run's event loop
+        except ProviderError as exc:
+            run.session.log_event("turn_end", {"turn": turn, "error": exc.message})
+            exc.partial = run.result("error")
+            raise
+        run.session.log_event("turn_end", {"turn": turn})
+        if run.waiting is not None:
+            status = "pending"
+            break
+        if reply is not None and not reply.calls:
+            status = "done"
+            break
     yield DoneEvent(run.result(status))
 
 
-async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
+def _tool_choice(run: _Run) -> str | None:
+    """This turn's tool choice: the configured one on the first turn (or every turn, when
+    asked), else ``None`` (the style sends ``"auto"`` where the wire needs it)."""
+    config = run.config
+    if config.tool_choice is None or (run.turns > 0 and not config.tool_choice_every_turn):
+        return None
+    return config.tool_choice
+
+
+async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
     lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
@@ -322,13 +357,13 @@ async def _turn(run: _Run, sdk: Any, *, stream: bool) -> AsyncIterator[StreamEve
     async def respond() -> AssistantTurn:
         async with config.request_gate or contextlib.nullcontext():  # a shared request cap
             return await config.style.respond(
-                sdk,
                 run.messages,
                 run.definitions,
                 stream=stream,
                 on_text=on_text,
                 on_call=on_call,
                 on_usage=config.meter.spend if config.meter is not None else None,
+                tool_choice=_tool_choice(run),
             )
 
     responding = asyncio.ensure_future(respond())

@@ -21,7 +21,7 @@ __all__ = [
     "UsageEvent",
 ]
 
-RunStatus = Literal["done", "incomplete", "pending"]
+RunStatus = Literal["done", "incomplete", "pending", "error"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,9 @@ class RunResult:
         turns: Model round trips.
         usage: Tokens, summed over the turns.
         status: ``"done"`` (the model answered without tools), ``"incomplete"`` (``max_turns``
-            reached), or ``"pending"`` (a relay call waits for the host's answer).
+            reached, or a budget ran out), ``"pending"`` (a relay call waits for the host's
+            answer), or ``"error"`` (only on :attr:`ProviderError.partial
+            <toolnexus.errors.ProviderError>`: the run so far, when a request failed).
         session: The session log: surface events for the transcript, bookkeeping events for
             turns and Code Mode sub-calls.
         pending: When ``status`` is ``"pending"``: the relay calls waiting for the host's

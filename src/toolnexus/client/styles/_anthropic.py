@@ -8,14 +8,9 @@ from typing import Any
 
 import anthropic
 
-from toolnexus.client.styles._base import (
-    AssistantTurn,
-    OnCall,
-    OnText,
-    Style,
-    Usage,
-    undecodable_body,
-)
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
+from toolnexus.client.styles._errors import EmptyStream, undecodable_body
+from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.scheduling._outcome import outcome_text
@@ -41,7 +36,10 @@ class AnthropicStyle(Style):
         return [*history, {"role": "user", "content": prompt}]
 
     def request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: str | None = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.model,
@@ -53,6 +51,8 @@ class AnthropicStyle(Style):
             params.setdefault("system", self.system_prompt)
         if tools:
             params["tools"] = tools
+            if tool_choice is not None:
+                params.setdefault("tool_choice", _choice(tool_choice))
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
@@ -78,7 +78,9 @@ class AnthropicStyle(Style):
         usage = Usage()
         stop_reason: str | None = None
         events = await sdk.messages.create(**params, stream=True)
+        received = 0
         async for event in events:
+            received += 1
             if event.type == "message_start":
                 usage.input_tokens = event.message.usage.input_tokens or 0
             elif event.type == "content_block_start":
@@ -99,8 +101,18 @@ class AnthropicStyle(Style):
             elif event.type == "message_delta":
                 stop_reason = event.delta.stop_reason or stop_reason
                 usage.output_tokens = event.usage.output_tokens or 0
+        if not received:
+            raise EmptyStream
+        if stop_reason is None:
+            raise ProviderError(
+                200,
+                f"the model at {self.base_url} ended its stream without a stop reason: the "
+                "response was cut off (the server stopped or crashed mid-answer)",
+            )
         content = [blocks[i] for i in sorted(blocks)]
-        return _turn(content, usage, stop_reason)
+        turn = _turn(content, usage, stop_reason)
+        turn.streamed = True
+        return turn
 
     def results(
         self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
@@ -160,3 +172,10 @@ def _arguments(block: dict[str, Any]) -> dict[str, Any] | str:
         return json.dumps(tool_input)
     except (TypeError, ValueError, RecursionError):
         return repr(type(tool_input))
+
+
+def _choice(choice: str) -> dict[str, Any]:
+    words = {"auto": "auto", "none": "none", "required": "any"}
+    if choice in words:
+        return {"type": words[choice]}
+    return {"type": "tool", "name": choice}

@@ -2,27 +2,53 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+import logging
+import ssl
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from toolnexus._json import encodable_data
 from toolnexus._tracing import model_request_span, record_response
+from toolnexus.client.styles._errors import (
+    EmptyStream,
+    provider_error,
+    retry_delay,
+    retryable,
+    undecodable_body,
+)
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
 
 __all__ = [
+    "CHOICE_WORDS",
     "AssistantTurn",
     "OnCall",
     "OnText",
     "Style",
+    "ToolChoice",
     "Usage",
-    "provider_error",
-    "undecodable_body",
+    "WireOptions",
+    "tls_context",
 ]
+
+logger = logging.getLogger("toolnexus.client")
+
+_TLS: ssl.SSLContext | None = None
+
+
+async def tls_context() -> ssl.SSLContext:
+    """The process's one TLS context for model endpoints, made in a thread on first use."""
+    global _TLS
+    if _TLS is None:
+        _TLS = await asyncio.to_thread(ssl.create_default_context)
+    return _TLS
+
 
 OnText = Callable[[str], Awaitable[None]]
 """Called with each piece of assistant text as it arrives."""
@@ -33,15 +59,39 @@ OnCall = Callable[[ToolCall], Awaitable[None]]
 
 @dataclass
 class Usage:
-    """Token counts, summed over the turns of a run."""
+    """Token counts, summed over the turns of a run; ``None`` where no server reported one.
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    Why ``None`` and not 0: many OpenAI-compatible servers (llama.cpp, some gateways) send no
+    usage at all, and "0 tokens" would read as a fact. A sum is known once any turn reported.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     def add(self, other: Usage) -> None:
-        """Add ``other``'s counts to these."""
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
+        """Add ``other``'s counts to these (an unknown count adds nothing)."""
+        self.input_tokens = _plus(self.input_tokens, other.input_tokens)
+        self.output_tokens = _plus(self.output_tokens, other.output_tokens)
+
+    @property
+    def total(self) -> int | None:
+        """Input plus output tokens, or ``None`` when neither is known."""
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    def __str__(self) -> str:
+        if self.total is None:
+            return "usage unknown (the server did not report it)"
+        return f"{_count(self.input_tokens)} in / {_count(self.output_tokens)} out"
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return a if b is None else b if a is None else a + b
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
 
 
 @dataclass
@@ -54,47 +104,63 @@ class AssistantTurn:
     stop_reason: str | None = None
     message: dict[str, Any] = field(default_factory=dict)
     """The assistant message in the provider's own shape, for the transcript."""
+    streamed: bool = False
+    """Whether its text and calls were announced while it streamed."""
 
 
-def provider_error(exc: Exception, base_url: str, key_variables: Sequence[str]) -> ProviderError:
-    """Translate an SDK error (openai's and anthropic's share their shape) into ProviderError.
+ToolChoice = str
+"""``"auto"``, ``"none"``, ``"required"``, or the name of one offered tool."""
 
-    A 401 names the key variables that were tried; a failed connection names the URL.
+CHOICE_WORDS = ("auto", "none", "required")
+
+
+@dataclass(frozen=True)
+class WireOptions:
+    """How requests go out: the SDK's timeout, toolnexus's retries, a turn's time limit."""
+
+    timeout: float | None = 120.0
+    retries: int = 2
+    retry_timeouts: bool = False
+    turn_timeout: float | None = 600.0
+
+
+class _Held:
+    """An SDK client kept for one event loop, closed at the latest when that loop shuts down.
+
+    Why an async generator: ``asyncio.run`` (and every ``asyncio.Runner``) finalises the async
+    generators still suspended on its loop before closing it (``loop.shutdown_asyncgens``).
+    A suspended generator is therefore the loop's own "run this when you end" hook, and a
+    client nobody closed does not leave sockets behind a closed loop.
     """
-    if isinstance(exc, json.JSONDecodeError):
-        return ProviderError(
-            200, f"the model at {base_url} answered with a body that is not JSON ({exc})"
-        )
-    status = getattr(exc, "status_code", None)
-    message = str(getattr(exc, "message", "") or exc)
-    if status == 401:
-        variables = " or ".join(key_variables)
-        return ProviderError(
-            401, f"{message} (the API key was refused: check api_key= or {variables})"
-        )
-    if status is None:
-        return ProviderError(None, f"could not reach the model at {base_url}: {message}")
-    return ProviderError(int(status), message)
 
+    def __init__(self, sdk: Any) -> None:
+        self.sdk = sdk
+        self._keeper = self._keep()
 
-def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
-    """The error for a response body the SDK could not decode as JSON at all."""
-    if isinstance(exc, RecursionError):
-        cause = "it is nested too deeply to decode"
-    else:
-        cause = f"it is not JSON Python can read ({str(exc).split(';')[0]})"
-    return ProviderError(
-        200, f"the model at {base_url} sent a response that cannot be used: {cause}"
-    )
+    @classmethod
+    async def start(cls, sdk: Any) -> _Held:
+        held = cls(sdk)
+        await held._keeper.__anext__()  # suspended at its yield until the loop shuts down
+        return held
+
+    async def _keep(self) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await self.sdk.close()
+
+    async def close(self) -> None:
+        await self._keeper.aclose()
 
 
 class Style:
     """A wire format the loop speaks: OpenAI Chat Completions or Anthropic Messages.
 
-    Holds what both share (construction, a fresh SDK client per run, one error boundary).
-    Subclasses say how tools are declared, how a request is built (``request``), answered whole
-    (``complete``) or streamed (``stream``), and how results go back (``results``);
-    :meth:`respond` picks one and translates the SDK's errors.
+    Holds what both share: construction, one SDK client per event loop (reused by every run of
+    the client, closed by :meth:`aclose`), and :meth:`respond`, the one place where a turn is
+    asked for, retried, cut off at its time limit and its errors translated. Subclasses say how
+    tools are declared, how a request is built (``request``), answered whole (``complete``) or
+    streamed (``stream``), and how results go back (``results``).
     """
 
     name: str = ""
@@ -103,25 +169,50 @@ class Style:
 
     def __init__(
         self,
-        connect: Callable[[], Any],
+        connect: Callable[[ssl.SSLContext], Any],
         model: str,
         system_prompt: str | None,
         request_params: dict[str, Any],
         base_url: str,
+        wire: WireOptions | None = None,
     ) -> None:
         self._connect = connect
         self.model = model
         self.system_prompt = system_prompt
         self.request_params = request_params
         self.base_url = base_url
+        self.wire = wire or WireOptions()
+        self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Held] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def connect(self) -> Any:
-        """A new SDK client for one run (closed by the run: no connection outlives its loop)."""
-        return self._connect()
+    async def sdk(self) -> Any:
+        """The SDK client for the running event loop, made on first use.
+
+        Why per loop: its connections belong to the loop that opened them, and reusing them
+        saves a connection (and a TLS handshake) per run. Why made in a thread, with one TLS
+        context for the whole process: loading the CA bundle takes tens of milliseconds, which
+        on the loop would stall every other run and tool in the process.
+        """
+        loop = asyncio.get_running_loop()
+        held = self._sdks.get(loop)
+        if held is None:
+            made = await asyncio.to_thread(self._connect, await tls_context())
+            held = self._sdks.get(loop)
+            if held is None:
+                held = self._sdks[loop] = await _Held.start(made)
+            else:  # another run of this loop made one meanwhile
+                await made.close()
+        return held.sdk
+
+    async def aclose(self) -> None:
+        """Close the SDK client of the running loop (a later run makes a new one)."""
+        held = self._sdks.pop(asyncio.get_running_loop(), None)
+        if held is not None:
+            await held.close()
 
     async def respond(
         self,
-        sdk: Any,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         *,
@@ -129,29 +220,39 @@ class Style:
         on_text: OnText,
         on_call: OnCall,
         on_usage: Callable[[Usage], None] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> AssistantTurn:
-        """Ask the model for its next turn; SDK errors become :class:`ProviderError`.
+        """Ask the model for its next turn.
+
+        Failures that say "not now" (429, 502, 503, 504, 529, a lost connection) are retried
+        with backoff, as long as nothing of the response was used yet; a streamed response
+        that carries nothing at all is asked again without streaming. The whole turn, retries
+        included, must finish within ``turn_timeout``.
 
         ``on_usage`` hears what the response cost once it is known: for a whole response,
         before its calls are announced (so a budget sees the cost before those calls start);
         for a stream, at its end.
+
+        Raises:
+            ProviderError: one line saying what went wrong (the server's body in ``detail``).
         """
-        params = encodable_data(self.request(messages, tools))
-        translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
+        params = encodable_data(self.request(messages, tools, tool_choice))
         server = urlsplit(self.base_url).hostname or self.base_url
+        limit = self.wire.turn_timeout
         with model_request_span(self.name, self.model, server) as span:
             try:
-                if stream:
-                    turn = await self.stream(sdk, params, on_text, on_call)
-                else:
-                    turn = await self.complete(sdk, params)
-            except translated as exc:  # the one boundary where SDK errors are translated
-                raise provider_error(exc, self.base_url, self.key_variables) from exc
-            except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
-                raise undecodable_body(self.base_url, exc) from None
+                async with asyncio.timeout(limit):
+                    turn = await self._attempts(params, stream, on_text, on_call)
+            except TimeoutError:
+                raise ProviderError(
+                    None,
+                    f"the model at {self.base_url} did not finish its turn within {limit:g} s "
+                    "(turn_timeout): a runaway generation was cut off; set max_tokens in "
+                    "request_params, or raise turn_timeout",
+                ) from None
             if on_usage is not None:
                 on_usage(turn.usage)
-            if not stream:  # a whole response: its text and calls are all known now
+            if not turn.streamed:  # a whole response: its text and calls are all known now
                 if turn.text:
                     await on_text(turn.text)
                 for call in turn.calls:
@@ -163,6 +264,57 @@ class Style:
                 finish_reason=turn.stop_reason,
             )
             return turn
+
+    async def _attempts(
+        self, params: dict[str, Any], stream: bool, on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
+        sdk = await self.sdk()
+        used = False  # whether anything of a streamed response reached the loop
+
+        async def text(piece: str) -> None:
+            nonlocal used
+            used = True
+            await on_text(piece)
+
+        async def call(tool_call: ToolCall) -> None:
+            nonlocal used
+            used = True
+            await on_call(tool_call)
+
+        attempt = 0
+        while True:
+            try:
+                if stream:
+                    try:
+                        return await self._one(self.stream(sdk, params, text, call))
+                    except EmptyStream:
+                        logger.warning(
+                            "the model at %s sent an empty stream; asking again without streaming",
+                            self.base_url,
+                        )
+                        stream = False
+                return await self._one(self.complete(sdk, params))
+            except ProviderError as exc:
+                cause = exc.__cause__
+                if used or attempt >= self.wire.retries or cause is None:
+                    raise
+                if not retryable(cause, timeouts=self.wire.retry_timeouts):
+                    raise
+                delay = retry_delay(cause, attempt)
+                logger.info("retrying the model request in %.1f s: %s", delay, exc.message)
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    async def _one(self, attempt: Awaitable[AssistantTurn]) -> AssistantTurn:
+        """One request; the SDK's errors become :class:`ProviderError` (caused by them)."""
+        translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
+        try:
+            return await attempt
+        except translated as exc:  # the one boundary where SDK errors are translated
+            error = provider_error(exc, self.base_url, self.key_variables, self.wire.timeout)
+            raise error from exc
+        except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
+            raise undecodable_body(self.base_url, exc) from None
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         """The tools as this provider declares them."""
@@ -179,9 +331,13 @@ class Style:
         raise NotImplementedError
 
     def request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: ToolChoice | None = None,
     ) -> dict[str, Any]:
-        """The request body (besides streaming flags)."""
+        """The request body (besides streaming flags); ``tool_choice`` is sent when tools are
+        offered and ``request_params`` does not set one itself."""
         raise NotImplementedError
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
@@ -191,5 +347,10 @@ class Style:
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
-        """One streamed (SSE) response, reporting calls as soon as they are complete."""
+        """One streamed (SSE) response, reporting calls as soon as they are complete.
+
+        Raises:
+            EmptyStream: the stream carried nothing (the turn is asked again, whole).
+            ProviderError: the stream ended without saying the response was complete.
+        """
         raise NotImplementedError

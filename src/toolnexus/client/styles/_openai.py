@@ -8,13 +8,21 @@ from typing import Any
 
 import openai
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
+from toolnexus.client.styles._base import (
+    CHOICE_WORDS,
+    AssistantTurn,
+    OnCall,
+    OnText,
+    Style,
+    Usage,
+)
+from toolnexus.client.styles._errors import EmptyStream
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
 
-__all__ = ["OpenAIStyle"]
+__all__ = ["FAILURE_MARK", "OpenAIStyle"]
 
 _AFTER_EVERY_INDEX = 1 << 62
 
@@ -33,16 +41,22 @@ class OpenAIStyle(Style):
         messages: list[dict[str, Any]] = []
         if self.system_prompt and not any(m.get("role") == "system" for m in history):
             messages.append({"role": "system", "content": self.system_prompt})
-        messages.extend(history)
+        messages.extend(_with_text_content(m) for m in history)
         messages.append({"role": "user", "content": prompt})
         return messages
 
     def request(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: str | None = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages, **self.request_params}
         if tools:
             params["tools"] = tools
+            # Sent even as "auto" (OpenAI's own default): some servers (llama.cpp) treat a
+            # missing tool_choice as "none" and never show the model its tools.
+            params.setdefault("tool_choice", _choice(tool_choice or "auto"))
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
@@ -60,13 +74,7 @@ class OpenAIStyle(Style):
             for c in choice.message.tool_calls or []
             if getattr(c, "function", None) is not None
         ]
-        usage = response.usage
-        return self._turn(
-            text,
-            calls,
-            Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-            choice.finish_reason,
-        )
+        return self._turn(text, calls, _usage(response.usage), choice.finish_reason)
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
@@ -84,6 +92,7 @@ class OpenAIStyle(Style):
         calls: list[ToolCall] = []
         usage = Usage()
         finish: str | None = None
+        received = 0
 
         async def complete_before(index: int) -> None:
             for i in sorted(pending):
@@ -93,10 +102,13 @@ class OpenAIStyle(Style):
                     await on_call(calls[-1])
 
         async for chunk in chunks:
+            received += 1
             if chunk.usage is not None:
-                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-            for choice in chunk.choices:
+                usage = _usage(chunk.usage)
+            for choice in chunk.choices or []:
                 delta = choice.delta
+                if delta is None:
+                    continue
                 if delta.content:
                     text_parts.append(delta.content)
                     await on_text(delta.content)
@@ -112,13 +124,25 @@ class OpenAIStyle(Style):
                         entry[1] = piece.function.name or entry[1]
                         entry[2] += piece.function.arguments or ""
                 finish = choice.finish_reason or finish
+        if not received:
+            raise EmptyStream
+        if finish is None:
+            raise ProviderError(
+                200,
+                f"the model at {self.base_url} ended its stream without a finish reason: the "
+                "response was cut off (the server stopped or crashed mid-answer)",
+            )
         await complete_before(_AFTER_EVERY_INDEX)
-        return self._turn("".join(text_parts), calls, usage, finish)
+        turn = self._turn("".join(text_parts), calls, usage, finish)
+        turn.streamed = True
+        return turn
 
     def _turn(
         self, text: str, calls: list[ToolCall], usage: Usage, finish: str | None
     ) -> AssistantTurn:
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        # "" rather than null: servers that validate strictly (llama.cpp) answer 500 to a
+        # null content in the history, and every server accepts an empty string
+        message: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
             message["tool_calls"] = [
                 {
@@ -133,11 +157,42 @@ class OpenAIStyle(Style):
     def results(
         self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
     ) -> list[dict[str, Any]]:
+        """One ``tool`` message per call. A failure's text starts with ``Error:`` (Chat
+        Completions has no error flag; this is the marker models read reliably)."""
         return [
-            {"role": "tool", "tool_call_id": c.id, "content": outcome_text(o)}
+            {
+                "role": "tool",
+                "tool_call_id": c.id,
+                "content": outcome_text(o) if o.ok else f"{FAILURE_MARK}{outcome_text(o)}",
+            }
             for c, o in zip(calls, outcomes, strict=True)
         ]
 
 
 def _raw(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+FAILURE_MARK = "Error: "
+
+
+def _usage(reported: Any) -> Usage:
+    """Usage as the server reported it; unknown (``None``) where it did not."""
+    if reported is None:
+        return Usage()
+    return Usage(
+        getattr(reported, "prompt_tokens", None), getattr(reported, "completion_tokens", None)
+    )
+
+
+def _choice(choice: str) -> Any:
+    if choice in CHOICE_WORDS:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _with_text_content(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message of the history with ``content: null`` made ``""`` (see ``_turn``)."""
+    if message.get("role") == "assistant" and message.get("content") is None:
+        return {**message, "content": ""}
+    return message

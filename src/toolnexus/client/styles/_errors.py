@@ -1,0 +1,146 @@
+"""What went wrong on the wire, in one line, and whether trying again can help.
+
+Both official SDKs raise errors of the same shape (``APIStatusError`` with ``status_code``,
+``body`` and ``response``; ``APIConnectionError``; ``APITimeoutError``). This module turns them
+into :class:`~toolnexus.errors.ProviderError` with a one-line cause (the full body stays in
+``detail``) and decides which are worth a retry.
+
+Why toolnexus retries instead of the SDKs: the SDKs retry every 5xx and every timeout. A 500
+from a local server usually means *our request* broke it (a validation error): it fails the
+same way every time, and two retries only triple the wait and the log. A timeout on a
+single-slot server (llama.cpp) means the slot is still busy with the abandoned generation, so
+a retry queues behind it. Here 429, 502, 503, 504, 529 and failed connections are retried with
+backoff (honouring ``Retry-After``); 500 and timeouts are not, unless asked.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from toolnexus.errors import ProviderError
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "EmptyStream",
+    "provider_error",
+    "retry_delay",
+    "retryable",
+    "undecodable_body",
+]
+
+RETRYABLE_STATUSES = frozenset({408, 429, 502, 503, 504, 529})
+"""Statuses that say "not now" rather than "not this request"."""
+
+MAX_CAUSE_CHARS = 300
+MAX_RETRY_AFTER = 60.0
+
+
+class EmptyStream(Exception):
+    """A streamed response that carried nothing at all (no chunk, no event).
+
+    Seen from llama.cpp-style servers that answer a streamed request with tools by a bare
+    200; the turn is asked again without streaming.
+    """
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return type(exc).__name__ == "APITimeoutError"
+
+
+def _is_connection(exc: BaseException) -> bool:
+    return type(exc).__name__ == "APIConnectionError"
+
+
+def retryable(exc: BaseException, *, timeouts: bool) -> bool:
+    """Whether a failed request is worth sending again (before anything of it was used)."""
+    if _is_timeout(exc):
+        return timeouts
+    if _is_connection(exc):
+        return True
+    return getattr(exc, "status_code", None) in RETRYABLE_STATUSES
+
+
+def retry_delay(exc: BaseException, attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: the server's ``Retry-After`` when it sent
+    one (at most a minute), else exponential backoff with jitter (0.5 s, 1 s, 2 s, … 8 s)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        after = float(headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        after = -1.0
+    if 0 <= after <= MAX_RETRY_AFTER:
+        return after
+    backoff: float = min(0.5 * 2**attempt, 8.0)
+    return backoff * (0.8 + 0.4 * random.random())
+
+
+def _cause(exc: BaseException) -> tuple[str, str]:
+    """(one line saying what the server said, the whole of it)."""
+    body = getattr(exc, "body", None)
+    text: Any = None
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            text = error.get("message") or error.get("detail") or error.get("type")
+        elif isinstance(error, str):
+            text = error
+    if not isinstance(text, str) or not text.strip():
+        text = str(getattr(exc, "message", "") or exc)
+    try:
+        detail = json.dumps(body, ensure_ascii=False) if body is not None else str(exc)
+    except (TypeError, ValueError):
+        detail = str(exc)
+    line = " ".join(text.split())
+    if len(line) > MAX_CAUSE_CHARS:
+        line = line[: MAX_CAUSE_CHARS - 1] + "…"
+    return line, detail
+
+
+def provider_error(
+    exc: Exception, base_url: str, key_variables: tuple[str, ...], timeout: float | None
+) -> ProviderError:
+    """Translate an SDK error (openai's and anthropic's share their shape) into ProviderError.
+
+    A 401 names the key variables that were tried; a timeout says how long was waited; a failed
+    connection names the URL; every message is one line, the full body is in ``detail``.
+    """
+    if isinstance(exc, json.JSONDecodeError):
+        return ProviderError(
+            200, f"the model at {base_url} answered with a body that is not JSON ({exc})"
+        )
+    if _is_timeout(exc):
+        waited = f"within {timeout:g} s" if timeout is not None else "in time"
+        return ProviderError(
+            None,
+            f"the model at {base_url} gave no answer {waited} (the request timeout); it was "
+            "not retried, since a busy server would only queue the retry behind it",
+        )
+    cause, detail = _cause(exc)
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        return ProviderError(None, f"could not reach the model at {base_url}: {cause}", detail)
+    if status == 401:
+        variables = " or ".join(key_variables)
+        return ProviderError(
+            401,
+            f"the model at {base_url} answered HTTP 401: {cause} (the API key was refused: "
+            f"check api_key= or {variables})",
+            detail,
+        )
+    return ProviderError(
+        int(status), f"the model at {base_url} answered HTTP {status}: {cause}", detail
+    )
+
+
+def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
+    """The error for a response body the SDK could not decode as JSON at all."""
+    if isinstance(exc, RecursionError):
+        cause = "it is nested too deeply to decode"
+    else:
+        cause = f"it is not JSON Python can read ({str(exc).split(';')[0]})"
+    return ProviderError(
+        200, f"the model at {base_url} sent a response that cannot be used: {cause}"
+    )
