@@ -32,6 +32,8 @@ class Turn:
     raw: str | None = None
     hold_after_first_call: threading.Event | None = None
     delay: float = 0.0
+    endless: bool = False  # stream text chunks until the client goes away (at most 60 s)
+    cut: bool = False  # stream the content, then stop: no finish reason, no [DONE]
 
 
 def _arguments(args: Any) -> str:
@@ -63,10 +65,35 @@ def _dumps_with_verbatim(reply: dict[str, Any]) -> str:
     return text
 
 
-class FakeProvider:
-    """Scripted endpoint. ``script(*turns)`` queues responses; ``requests`` records bodies."""
+LLAMA_CPP = frozenset(
+    {"null_content_500", "empty_stream_with_tools", "tools_need_choice", "no_usage", "single_slot"}
+)
+"""The quirks of a llama-cpp-python 0.3 server (chatml-function-calling), each seen for real:
 
-    def __init__(self) -> None:
+* ``null_content_500``: an assistant message with ``content: null`` in the history is answered
+  with a 500 and a long validation dump (it requires a string);
+* ``empty_stream_with_tools``: a streamed request with tools and automatic tool choice gets a
+  200 with an empty body: no chunk, no ``[DONE]``;
+* ``tools_need_choice``: without ``tool_choice`` the model is never shown its tools;
+* ``no_usage``: no usage is reported;
+* ``single_slot``: one request at a time; a request the client gave up on keeps the slot busy.
+"""
+
+VALIDATION_DUMP = "1 validation error for ChatCompletionRequestAssistantMessage\ncontent\n  " + (
+    "Input should be a valid string [type=string_type, input_value=None, input_type=NoneType] " * 20
+)
+
+
+class FakeProvider:
+    """Scripted endpoint. ``script(*turns)`` queues responses; ``requests`` records bodies.
+
+    ``quirks`` (a set of names, see :data:`LLAMA_CPP`) makes it behave like a real server that
+    is less forgiving than OpenAI's.
+    """
+
+    def __init__(self, quirks: frozenset[str] = frozenset()) -> None:
+        self.quirks = quirks
+        self.slot = threading.Lock()
         self.turns: list[Turn] = []
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -100,10 +127,42 @@ class FakeProvider:
                         provider.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
+                if "single_slot" in provider.quirks:
+                    with provider.slot:
+                        self._answer_now(body)
+                else:
+                    self._answer_now(body)
+
+            def _answer_now(self, body: dict[str, Any]) -> None:
+                quirks = provider.quirks
+                if "null_content_500" in quirks and any(
+                    m.get("role") == "assistant" and m.get("content") is None
+                    for m in body.get("messages", [])
+                ):
+                    dump = {
+                        "error": {"code": 500, "message": VALIDATION_DUMP, "type": "server_error"}
+                    }
+                    self._send(500, json.dumps(dump))
+                    return
+                if (
+                    "empty_stream_with_tools" in quirks
+                    and body.get("stream")
+                    and body.get("tools")
+                    and body.get("tool_choice", "auto") == "auto"
+                ):
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    return
                 if provider.router is not None:
                     turn = provider.router(body)
                 else:
                     turn = provider.turns.pop(0) if provider.turns else Turn(text="(no more turns)")
+                if "tools_need_choice" in quirks and "tool_choice" not in body:
+                    turn = Turn(
+                        text=turn.text or "(the model was shown no tools)", delay=turn.delay
+                    )
                 if turn.delay:
                     time.sleep(turn.delay)
                 anthropic = self.path.endswith("/messages")
@@ -121,6 +180,8 @@ class FakeProvider:
                     self._stream(turn, anthropic, body)
                 else:
                     reply = _anthropic_json(turn, body) if anthropic else _openai_json(turn, body)
+                    if "no_usage" in provider.quirks:
+                        reply.pop("usage", None)
                     self._send(200, _dumps_with_verbatim(reply))
 
             def _send(self, status: int, text: str) -> None:
@@ -137,7 +198,16 @@ class FakeProvider:
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
                 self.end_headers()
+                if turn.endless:
+                    self._endless(anthropic)
+                    return
                 events = _anthropic_events(turn, body) if anthropic else _openai_events(turn, body)
+                if turn.cut:  # the content, then nothing: no finish reason, no end event
+                    events = [e for e in events if e is not _HOLD and '"finish_reason": "' not in e]
+                    events = [e for e in events if "[DONE]" not in e and "message_delta" not in e]
+                    events = [e for e in events if "message_stop" not in e]
+                if "no_usage" in provider.quirks:
+                    events = [e for e in events if e is _HOLD or '"usage"' not in e]
                 for event in events:
                     if event is _HOLD:
                         assert turn.hold_after_first_call is not None
@@ -146,6 +216,21 @@ class FakeProvider:
                     self.wfile.write(event.encode())
                     self.wfile.flush()
                 self.close_connection = True
+
+            def _endless(self, anthropic: bool) -> None:
+                """Text chunks every 10 ms until the client hangs up (a runaway generation)."""
+                self.close_connection = True
+                piece = {"choices": [{"index": 0, "delta": {"content": "and again "}}]}
+                deadline = time.monotonic() + 60
+                try:
+                    while time.monotonic() < deadline:
+                        self.wfile.write(
+                            _sse({"object": "chat.completion.chunk", **piece}).encode()
+                        )
+                        self.wfile.flush()
+                        time.sleep(0.01)
+                except OSError:
+                    return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -5,6 +5,8 @@ cap, anything not known to be safe runs alone in the order the model asked, and 
 come back in the emitted order. Start with ``docs/scheduling.md``.
 """
 
+import logging
+
 from toolnexus._version import __version__
 from toolnexus.client import create_client
 from toolnexus.errors import ConfigurationError, ProviderError, ToolError, ToolnexusError
@@ -30,3 +32,7 @@ __all__ = [
     "run_batch",
     "tool",
 ]
+
+# A library configures no output: without this, Python's last-resort handler would print the
+# library's warnings on stderr. Applications choose (the CLI's -v, or logging.basicConfig).
+logging.getLogger("toolnexus").addHandler(logging.NullHandler())

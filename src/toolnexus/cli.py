@@ -1,8 +1,11 @@
 """The ``toolnexus`` command: run a Code Mode program, print an SDK, or chat with a model.
 
-    toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [TOOL OPTIONS]
+    toolnexus [--version] [-v] COMMAND ...
+    toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [--timeout S]
+                            [TOOL OPTIONS]
     toolnexus sdk [--language L] [TOOL OPTIONS]
-    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [TOOL OPTIONS]
+    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
+                   [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [TOOL OPTIONS]
 
 TOOL OPTIONS: every command offers the built-in tools rooted at the current directory
 (``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
@@ -20,6 +23,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
+import logging
 import sys
 import time
 import traceback
@@ -199,6 +203,19 @@ class Watch:
             )
         return table
 
+    def interrupted(self) -> str:
+        """What had happened when the run was interrupted: each call, finished or not."""
+        finished = [s for s in self.spans if s.end is not None]
+        lines = [
+            f"interrupted: {len(self.spans)} tool calls had started, {len(finished)} had "
+            "finished (their side effects happened)"
+        ]
+        for span in self.spans:
+            state = "running" if span.end is None else "failed" if span.failed else "finished"
+            arguments = json.dumps(span.arguments, ensure_ascii=False)[:80]
+            lines.append(f"  #{span.seq} {span.name} {arguments}: {state}")
+        return "\n".join(lines)
+
     def overlapping(self) -> list[list[int]]:
         """Groups of calls that ran at the same time, in start order."""
         groups: list[list[int]] = []
@@ -230,17 +247,31 @@ async def run_code_command(
     args: argparse.Namespace, code: str, language: str, console: Console
 ) -> int:
     watch = Watch()
+    runtime = _runtime(language, args.timeout)
     async with tool_set(args) as found:
         tools = [watch.wrap(t) for t in found]
         run = asyncio.ensure_future(
-            run_program(code, tools, language=language, max_parallel=args.max_parallel)
+            run_program(
+                code,
+                tools,
+                runtime=runtime,
+                max_parallel=args.max_parallel,
+                await_timeout=args.timeout,
+            )
         )
-        with Live(
-            watch.in_flight(), console=console, refresh_per_second=12, transient=True
-        ) as live:
-            while not run.done():
-                live.update(watch.in_flight())
-                await asyncio.wait({run}, timeout=0.05)
+        try:
+            with Live(
+                watch.in_flight(), console=console, refresh_per_second=12, transient=True
+            ) as live:
+                while not run.done():
+                    live.update(watch.in_flight())
+                    await asyncio.wait({run}, timeout=0.05)
+        except asyncio.CancelledError:  # Ctrl-C: say what had happened, then stop
+            run.cancel()
+            console.print(watch.interrupted(), markup=False, highlight=False)
+            raise
+        finally:
+            await runtime.aclose()
         out = run.result()
     if watch.spans:
         console.print(watch.timeline())
@@ -252,11 +283,25 @@ async def run_code_command(
     if "error" in out:
         error = out["error"]
         console.print(f"[bold red]error ({error['kind']}):[/] {escape(error['message'])}")
+        console.print("tool calls the program started, and how each ended:")
         console.print_json(json.dumps(out["calls"]))
         return 1
     console.print("result:")
     console.print_json(json.dumps(out["result"]))
     return 0
+
+
+def _runtime(language: str, timeout: float | None) -> Any:
+    """A runtime of its own for this command, with ``--timeout`` as its time budget."""
+    from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
+
+    seconds = timeout if timeout is not None else 30.0
+    try:
+        if language == "python":
+            return MontyRuntime(timeout=seconds)
+        return V8Runtime(timeout=seconds)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # -- sdk, chat --------------------------------------------------------------------------------
@@ -300,11 +345,21 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
             max_tool_concurrency=args.max_parallel,
             permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
             approval_handler=_terminal_approval(console) if guarded else None,
+            request_params=_request_params(args),
+            **({"timeout": args.timeout} if args.timeout is not None else {}),
+            **({"turn_timeout": args.turn_timeout} if args.turn_timeout is not None else {}),
         )
     except ConfigurationError as exc:  # a bad --base-url, no key: the command line's fault
         raise UsageError(str(exc)) from None
     async with tool_set(args) as tools:
         return await _chat(client, tools, console)
+
+
+def _request_params(args: argparse.Namespace) -> dict[str, Any]:
+    params = dict(args.param)
+    if args.max_tokens is not None:
+        params["max_tokens"] = args.max_tokens
+    return params
 
 
 async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
@@ -352,29 +407,108 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse reports anything else)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _param(text: str) -> tuple[str, Any]:
+    """``--param KEY=VALUE``: VALUE as JSON when it parses (``0.2``, ``true``, ``[...]``), else
+    as text."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"must look like KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+TOOLS_HELP = "MODULE:ATTR or FILE.py:ATTR naming a list of tools (or a function returning one)"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from toolnexus._version import __version__
+
     parser = argparse.ArgumentParser(prog="toolnexus", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"toolnexus {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log what the library does to stderr (-v: info, -vv: debug, tool failures included)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-code", help="run a Code Mode program against a tool set")
     run.add_argument("file", help="the program (.py runs in Monty, .js in V8)")
-    run.add_argument("--language", choices=["python", "javascript"])
-    run.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    run.add_argument(
+        "--language", choices=["python", "javascript"], help="override the file name's language"
+    )
+    run.add_argument("--tools", help=TOOLS_HELP)
     run.add_argument("--max-parallel", type=_at_least_one, default=10, help=PARALLEL_HELP)
+    run.add_argument(
+        "--timeout",
+        type=_seconds,
+        help="seconds the program may run, tool calls included (default 30)",
+    )
     _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
-    sdk.add_argument("--language", default="python", choices=["python", "javascript", "typescript"])
-    sdk.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    sdk.add_argument(
+        "--language",
+        default="python",
+        choices=["python", "javascript", "typescript"],
+        help="the SDK's language (default python)",
+    )
+    sdk.add_argument("--tools", help=TOOLS_HELP)
     _tool_options(sdk)
     chat = commands.add_parser("chat", help="chat with a model that can call tools")
-    chat.add_argument("--base-url", required=True)
-    chat.add_argument("--model", required=True)
-    chat.add_argument("--style", default="openai", choices=["openai", "anthropic"])
-    chat.add_argument("--code-mode", choices=["native", "code", "both"])
+    chat.add_argument(
+        "--base-url", required=True, help="the endpoint, e.g. http://127.0.0.1:8080/v1"
+    )
+    chat.add_argument("--model", required=True, help="the model name the endpoint knows")
+    chat.add_argument(
+        "--style",
+        default="openai",
+        choices=["openai", "anthropic"],
+        help="the wire format: Chat Completions (openai) or Messages (anthropic)",
+    )
+    chat.add_argument(
+        "--code-mode",
+        choices=["native", "code", "both"],
+        help="how the model calls tools (default: TOOLNEXUS_CODE_MODE, else both)",
+    )
     chat.add_argument(
         "--api-key", help="else OPENROUTER_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY"
     )
-    chat.add_argument("--tools", help="MODULE:ATTR or FILE.py:ATTR naming a list of tools")
+    chat.add_argument("--tools", help=TOOLS_HELP)
     chat.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
+    chat.add_argument(
+        "--max-tokens", type=_at_least_one, help="the most tokens the model may write per turn"
+    )
+    chat.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a request body field, e.g. temperature=0.2 (repeatable; JSON values)",
+    )
+    chat.add_argument(
+        "--timeout", type=_seconds, help="seconds to wait for the server (default 120)"
+    )
+    chat.add_argument(
+        "--turn-timeout",
+        type=_seconds,
+        help="seconds one model turn may take in all, streaming included (default 600)",
+    )
     chat.add_argument(
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
     )
@@ -393,9 +527,21 @@ def _tool_options(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _log_to_stderr(verbosity: int) -> None:
+    """``-v``: the library's info messages on stderr; ``-vv``: debug (every tool failure)."""
+    if verbosity <= 0:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("toolnexus: %(levelname)s %(name)s: %(message)s"))
+    library = logging.getLogger("toolnexus")
+    library.addHandler(handler)
+    library.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    _log_to_stderr(args.verbose)
     console = Console()
     # Errors go to stderr on one line whatever the terminal width: scripts grep them.
     errors = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -82,8 +82,13 @@ def _exception_text(exc: BaseException) -> str:
 
 
 def outcome_from_exception(tool: str, exc: BaseException) -> Outcome:
-    """The error outcome of a call that raised: its ``str()``, clamped, and nothing more."""
-    logger.warning("tool %r raised %s", tool, type(exc).__name__, exc_info=exc)
+    """The error outcome of a call that raised: its ``str()``, clamped, and nothing more.
+
+    The full detail (type, traceback) is logged at DEBUG level on ``toolnexus.scheduling``:
+    a tool failing is ordinary (the model or program reads the message and carries on), so it
+    is not a warning; an operator who wants the tracebacks turns DEBUG on for that logger.
+    """
+    logger.debug("tool %r raised %s", tool, type(exc).__name__, exc_info=exc)
     return Outcome.failure(tool, _exception_text(exc))
 
 

@@ -214,7 +214,7 @@ async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise ConfigurationError(
-            "MCP tools need the mcp SDK: pip install 'toolnexus[mcp]'."
+            "MCP tools need the mcp SDK: pip install mcp (the mcp extra of toolnexus)."
         ) from exc
     tools = McpTools()
     async with contextlib.AsyncExitStack() as stack:

@@ -37,7 +37,7 @@ from toolnexus.codemode.runtimes._base import (
     time_limit,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, refused_names
+from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, program_problem
 from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
@@ -133,7 +133,7 @@ class MontyRuntime:
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """
-        refused = refused_names(code)
+        refused = program_problem(code)
         if refused:
             return RunReport(failure=ProgramFailure("exception", refused))
         loop = asyncio.get_running_loop()

@@ -33,7 +33,7 @@ from toolnexus.codemode.runtimes._base import (
 )
 from toolnexus.scheduling import Outcome, snapshot
 
-__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems", "refused_names"]
+__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems", "program_problem"]
 
 logger = logging.getLogger("toolnexus.codemode")
 
@@ -65,19 +65,24 @@ REFUSED_NAMES = {
 """Names a program may not use, with why: refused before anything runs, by a syntax scan."""
 
 
-def refused_names(code: str) -> str | None:
-    """Why ``code`` is refused before it runs, or ``None``.
+def program_problem(code: str) -> str | None:
+    """Why ``code`` is refused before it runs, or ``None``: a syntax error (with its line and
+    column, rather than a type checker's rendering of it), or a refused name.
 
-    Only a name the program really uses counts (not one inside a string or a comment), so the
-    scan parses the program; a program Python cannot parse is left to the sandbox, which
-    reports the syntax error itself.
+    Only a name the program really uses counts (not one inside a string or a comment). A
+    program Python parses may still use syntax Monty lacks; the sandbox reports that itself.
     """
     try:
         tree = compile(
             code, "<program>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         )
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if exc.lineno else ""
+        source = (exc.text or "").strip()
+        shown = f": {source}" if source else ""
+        return f"SyntaxError: {exc.msg}{where}{shown}; nothing was run"
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
+        return f"SyntaxError: the program cannot be parsed ({type(exc).__name__}); nothing was run"
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
             return f"NameError: {REFUSED_NAMES[node.id]} (line {node.lineno}); nothing was run"

@@ -64,7 +64,7 @@ def _deno_binary() -> str:
         from deno import find_deno_bin  # type: ignore[import-untyped]  # ships no py.typed
     except ImportError as exc:  # pragma: no cover - the test extra installs it
         raise ConfigurationError(
-            "V8Runtime needs the deno binary: pip install 'toolnexus[v8]' (the deno package), "
+            "V8Runtime needs the deno binary: pip install deno (the v8 extra of toolnexus), "
             "or pass deno_path=."
         ) from exc
     path: str = find_deno_bin()
