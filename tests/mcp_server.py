@@ -1,6 +1,6 @@
 """A real MCP server for the tests (the SDK's MCPServer), over stdio or streamable HTTP.
 
-Run: python tests/mcp_server.py [stdio | http PORT]
+Run: python tests/mcp_server.py [stdio | http PORT | sse PORT]
 """
 
 from __future__ import annotations
@@ -56,5 +56,7 @@ def explode(message: str) -> str:
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         asyncio.run(server.run_streamable_http_async(port=int(sys.argv[2])))
+    elif len(sys.argv) > 2 and sys.argv[1] == "sse":
+        asyncio.run(server.run_sse_async(port=int(sys.argv[2])))
     else:
         server.run("stdio")

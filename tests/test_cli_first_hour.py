@@ -257,3 +257,23 @@ def test_the_docs_install_this_project_not_a_namesake() -> None:
         assert not namesake.search(module.read_text(encoding="utf-8")), module
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count("not on PyPI") == 1 and "pip install -e '.[openai]'" in readme
+
+
+def test_run_code_with_an_unreachable_mcp_server_lists_it_and_runs(
+    toolnexus: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    import json
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"dead": {"url": f"http://127.0.0.1:{port}/mcp"}}}))
+    program = tmp_path / "p.py"
+    program.write_text("1 + 1\n")
+    done = toolnexus("run-code", str(program), "--no-builtins", "--mcp", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "MCP server 'dead' is left out" in done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1

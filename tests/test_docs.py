@@ -1,4 +1,7 @@
-"""Every Python example in docs/ runs (each page's blocks in order, in one namespace)."""
+"""Every Python example in the README and docs/ runs: each block on its own, in a fresh process
+and a fresh folder, unless the line before it says ``<!-- continues -->`` (it then runs after
+the block it continues, in the same process). A ``py`` block is an illustration that needs a
+service the tests do not have; its first line must say so (``# needs ...``)."""
 
 from __future__ import annotations
 
@@ -9,18 +12,74 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).parent.parent / "docs"
-PAGES = sorted(p for p in DOCS.glob("*.md") if "```python" in p.read_text(encoding="utf-8"))
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?P<kind>python|py)\n(?P<code>.*?)```", re.DOTALL)
+CONTINUES = "<!-- continues -->"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
-def test_examples_in_docs_run(page: Path) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+def _programs(page: Path) -> list[tuple[int, str]]:
+    """(line of the first block, source) of each runnable group of blocks on ``page``."""
+    text = page.read_text(encoding="utf-8")
+    groups: list[tuple[int, str]] = []
+    for match in BLOCK.finditer(text):
+        if match["kind"] != "python":
+            continue
+        line = text.count("\n", 0, match.start("code"))
+        if match["before"].strip() == CONTINUES:
+            assert groups, f"{page.name}:{line}: a block marked as continuing has nothing before it"
+            first, code = groups[-1]
+            groups[-1] = (first, code + "\n" + match["code"])
+        else:
+            groups.append((line, match["code"]))
+    return groups
+
+
+CASES = [(page, line, code) for page in PAGES for line, code in _programs(page)]
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "code"), CASES, ids=[f"{p.name}:{line}" for p, line, _ in CASES]
+)
+def test_every_example_runs_on_its_own(page: Path, line: int, code: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "\n".join(blocks)],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        cwd=tmp_path,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, f"{page.name}, block at line {line}:\n{done.stderr}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_illustrations_say_what_they_need(page: Path) -> None:
+    for match in BLOCK.finditer(page.read_text(encoding="utf-8")):
+        if match["kind"] == "py":
+            assert match["code"].startswith("# needs "), (page.name, match["code"][:80])
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_links_point_at_files_that_exist(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (page.parent / target).exists(), (page.name, target)
+    for named in re.findall(r"`((?:docs|examples|bench|tests|src)/[\w./-]+)`", text):
+        assert (ROOT / named).exists(), (page.name, named)
+
+
+def test_errors_page_lists_every_exception_class() -> None:
+    import toolnexus.errors
+
+    text = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    classes = [
+        name
+        for name in toolnexus.errors.__all__
+        if isinstance(getattr(toolnexus.errors, name), type)
+        and issubclass(getattr(toolnexus.errors, name), BaseException)
+    ]
+    assert len(classes) >= 8
+    assert [name for name in classes if name not in text] == []

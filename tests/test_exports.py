@@ -25,8 +25,8 @@ EXPECTED = {
         "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
-        "ConfigurationError", "ProviderError", "SessionError", "ToolArgumentsError", "ToolError",
-        "ToolnexusError",
+        "AgentError", "ConfigurationError", "PatchError", "ProviderError", "SessionError",
+        "ToolArgumentsError", "ToolError", "ToolnexusError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +26,19 @@ def stdio(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [SERVER], **extra}
 
 
-@pytest.fixture
-def http_url() -> Iterator[str]:
+def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@contextlib.contextmanager
+def _served(transport: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The test server over HTTP (``http``: streamable, or ``sse``) in a subprocess."""
+    port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
+        [sys.executable, SERVER, transport, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -40,13 +49,17 @@ def http_url() -> Iterator[str]:
                     break
             if process.poll() is not None:
                 raise RuntimeError("the MCP HTTP server did not start")
-            import time
-
             time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield port, process
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture
+def http_url() -> Iterator[str]:
+    with _served("http") as (port, _):
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -137,3 +150,103 @@ async def test_names_are_sanitised() -> None:
     assert tool_name("my server", "do.thing/now") == "my_server_do_thing_now"
     assert len(tool_name("s", "x" * 100)) == 64
     await asyncio.sleep(0)
+
+
+# -- transports and servers that fail ------------------------------------------------------------
+
+
+async def test_the_sse_transport() -> None:
+    with _served("sse") as (port, _):
+        config = {"mcpServers": {"old": {"url": f"http://127.0.0.1:{port}/sse", "type": "sse"}}}
+        async with mcp_servers(config) as tools:
+            assert not tools.failures
+            named = {t.name: t for t in tools}
+            assert await named["old_lookup"].invoke({"key": "k", "delay": 0}) == "value of k"
+
+
+def _silent_server() -> tuple[socket.socket, int]:
+    """Accepts connections and never answers (a hung server)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, listener.getsockname()[1]
+
+
+async def test_unreachable_refusing_and_slow_http_servers_are_failures_not_crashes() -> None:
+    silent, silent_port = _silent_server()
+    refused = _free_port()  # nothing listens there
+    config = {
+        "mcpServers": {
+            "good": stdio(),
+            "refused": {"url": f"http://127.0.0.1:{refused}/mcp"},
+            "unroutable": {"url": "http://not-a-host.invalid/mcp", "connect_timeout": 2},
+            "slow": {"url": f"http://127.0.0.1:{silent_port}/mcp", "connect_timeout": 1},
+            "slow_sse": {
+                "url": f"http://127.0.0.1:{silent_port}/sse",
+                "type": "sse",
+                "connect_timeout": 1,
+            },
+        }
+    }
+    started = time.monotonic()
+    try:
+        async with mcp_servers(config) as tools:
+            assert set(tools.failures) == {"refused", "unroutable", "slow", "slow_sse"}
+            assert "within 1 s (connect_timeout)" in tools.failures["slow"]
+            assert all("\n" not in why for why in tools.failures.values())
+            lookup = next(t for t in tools if t.name == "good_lookup")
+            assert await lookup.invoke({"key": "k", "delay": 0}) == "value of k"
+    finally:
+        silent.close()
+    assert time.monotonic() - started < 20  # connected at once, each bounded by its timeout
+
+
+async def test_a_server_that_dies_fails_only_its_own_calls() -> None:
+    with _served("http") as (port, process):
+        config = {
+            "mcpServers": {
+                "mortal": {"url": f"http://127.0.0.1:{port}/mcp", "timeout": 5},
+                "good": stdio(),
+            }
+        }
+        async with mcp_servers(config) as tools:
+            named = {t.name: t for t in tools}
+            assert await named["mortal_lookup"].invoke({"key": "a", "delay": 0}) == "value of a"
+            process.kill()
+            process.wait(10)
+            outcomes = await run_batch(
+                [
+                    ToolCall("1", "mortal_lookup", {"key": "b", "delay": 0}),
+                    ToolCall("2", "good_lookup", {"key": "c", "delay": 0}),
+                ],
+                tools,
+            )
+            assert outcomes[0].error is not None and outcomes[0].error["message"]
+            assert outcomes[1].value == "value of c"
+
+
+async def test_servers_may_be_opened_and_closed_in_different_tasks() -> None:
+    """Each server lives in a task of its own, so the caller's tasks do not matter."""
+    manager = mcp_servers({"mcpServers": {"s": stdio()}})
+    tools = await asyncio.ensure_future(manager.__aenter__())
+    assert [t.name for t in tools if t.name == "s_lookup"] == ["s_lookup"]
+    await asyncio.ensure_future(manager.__aexit__(None, None, None))
+
+
+def test_transports_are_named_and_checked() -> None:
+    parsed = parse_config(
+        {"a": {"url": "http://h/mcp"}, "b": {"url": "http://h/sse", "type": "sse"}, "c": stdio()}
+    )
+    assert [s.transport for s in parsed] == ["http", "sse", "stdio"]
+    with pytest.raises(ConfigurationError, match="transport must be one of"):
+        parse_config({"x": {"url": "http://h", "transport": "carrier-pigeon"}})
+    with pytest.raises(ConfigurationError, match="connect_timeout"):
+        parse_config({"x": {"url": "http://h", "connect_timeout": -1}})

@@ -20,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AgentError",
     "ConfigurationError",
+    "PatchError",
     "ProviderError",
     "SessionError",
     "ToolArgumentsError",
@@ -101,3 +103,13 @@ class ToolError(ToolnexusError):
 
     def __repr__(self) -> str:
         return f"ToolError(tool={self.tool!r}, message={self.message!r})"
+
+
+class AgentError(ToolnexusError):
+    """A sub-agent runtime verb was used wrongly (an unknown agent, a limit, a closed handle, a
+    full inbox, an item that cannot be posted)."""
+
+
+class PatchError(ToolnexusError, ValueError):
+    """A patch given to the ``apply_patch`` tool is malformed or does not apply; nothing was
+    changed (a model reads the message and can send a corrected patch)."""

@@ -28,7 +28,7 @@ from toolnexus._json import encodable_text, json_problem
 from toolnexus._tracing import agent_turn_span
 from toolnexus.agents._definition import AgentDefinition, Budget
 from toolnexus.client import Client, Usage
-from toolnexus.errors import ConfigurationError, ProviderError, ToolnexusError
+from toolnexus.errors import AgentError, ConfigurationError, ProviderError
 from toolnexus.scheduling import snapshot
 from toolnexus.tools import Tool
 
@@ -37,10 +37,6 @@ __all__ = ["AgentError", "AgentRuntime", "Handle", "TaskResult", "TaskStatus"]
 logger = logging.getLogger("toolnexus.agents")
 
 TaskStatus = Literal["done", "incomplete", "interrupted", "closed", "timeout", "error"]
-
-
-class AgentError(ToolnexusError):
-    """A runtime verb was used wrongly (unknown agent, limits, a closed handle, a full inbox)."""
 
 
 @dataclass

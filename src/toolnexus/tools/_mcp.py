@@ -15,6 +15,7 @@ reported (in ``tools.failures`` and the log) and left out; the others work.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -32,6 +33,7 @@ __all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
 logger = logging.getLogger("toolnexus.mcp")
 
 MAX_NAME = 64
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,16 @@ class ServerConfig:
     Attributes:
         name: The key in ``mcpServers`` (the tools' name prefix).
         command, args, env, cwd: A server started as a subprocess, spoken to over stdio.
-        url, headers: A server reached over streamable HTTP.
+        url, headers: A server reached over HTTP: streamable HTTP, or the older SSE transport
+            when ``transport`` (or ``type``) is ``"sse"``.
+        transport: ``"stdio"``, ``"http"`` (streamable HTTP) or ``"sse"``; from the command or
+            url when not given.
         trust_annotations: Whether its tools' annotations decide their safety.
         read_only_tools: Tool names (the server's own) to treat as read-only regardless.
         timeout: Seconds each call of its tools may take (``None``: no limit); see
             :attr:`~toolnexus.Tool.timeout`.
+        connect_timeout: Seconds to connect, initialise and list the tools (default 10): a
+            server that takes longer is reported as failed, not waited for.
     """
 
     name: str
@@ -58,6 +65,13 @@ class ServerConfig:
     trust_annotations: bool = True
     read_only_tools: tuple[str, ...] = ()
     timeout: float | None = None
+    transport: str = "stdio"
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+
+
+TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http",
+              "streamable_http": "http", "sse": "sse"}  # fmt: skip
+"""Transport names as MCP clients write them, and what toolnexus calls each."""
 
 
 def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
@@ -75,6 +89,15 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
             raise ConfigurationError(
                 f"MCP server {name!r} needs a command (stdio) or a url (streamable HTTP)."
             )
+        transport = spec.get("transport", spec.get("type"))
+        if transport is None:
+            transport = "stdio" if spec.get("command") else "http"
+        if transport not in TRANSPORTS:
+            raise ConfigurationError(
+                f"MCP server {name!r}: transport must be one of {', '.join(TRANSPORTS)}, got "
+                f"{transport!r}."
+            )
+        connect = _timeout(name, spec.get("connect_timeout"), "connect_timeout")
         parsed.append(
             ServerConfig(
                 name=str(name),
@@ -87,17 +110,19 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 trust_annotations=bool(spec.get("trust_annotations", True)),
                 read_only_tools=tuple(spec.get("read_only_tools", ())),
                 timeout=_timeout(name, spec.get("timeout")),
+                transport=TRANSPORTS[transport],
+                connect_timeout=connect if connect is not None else DEFAULT_CONNECT_TIMEOUT,
             )
         )
     return parsed
 
 
-def _timeout(server: str, value: Any) -> float | None:
+def _timeout(server: str, value: Any, key: str = "timeout") -> float | None:
     if value is None:
         return None
     if not positive_number(value):
         raise ConfigurationError(
-            f"MCP server {server!r}: timeout must be a positive number of seconds, got {value!r}."
+            f"MCP server {server!r}: {key} must be a positive number of seconds, got {value!r}."
         )
     return float(value)
 
@@ -148,11 +173,11 @@ def _result(result: Any) -> Any:
     return text
 
 
-def _wrap(server: ServerConfig, session: Any, tool: Any) -> Tool:
+def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
     remote = tool.name
 
     async def execute(args: dict[str, Any]) -> Any:
-        return _result(await session.call_tool(remote, args))
+        return _result(await link.call(remote, args))
 
     schema = dict(tool.input_schema or {"type": "object"})
     schema.setdefault("type", "object")
@@ -177,16 +202,24 @@ def _server_log() -> TextIO:
     return sys.stderr
 
 
-async def _connect(stack: contextlib.AsyncExitStack, server: ServerConfig) -> list[Tool]:
+async def _open(stack: contextlib.AsyncExitStack, server: ServerConfig) -> Any:
+    """Enter the server's transport and session; the initialised session."""
     from mcp import ClientSession, StdioServerParameters
 
-    if server.command:
+    if server.transport == "stdio":
         from mcp.client.stdio import stdio_client
 
         parameters = StdioServerParameters(
-            command=server.command, args=list(server.args), env=server.env, cwd=server.cwd
+            command=server.command or "", args=list(server.args), env=server.env, cwd=server.cwd
         )
         read, write = await stack.enter_async_context(stdio_client(parameters, _server_log()))
+    elif server.transport == "sse":
+        from mcp.client.sse import sse_client
+
+        assert server.url is not None
+        read, write = await stack.enter_async_context(
+            sse_client(server.url, headers=server.headers, timeout=server.connect_timeout)
+        )
     else:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -198,13 +231,90 @@ async def _connect(stack: contextlib.AsyncExitStack, server: ServerConfig) -> li
         )
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
-    listed = await session.list_tools()
-    return [_wrap(server, session, t) for t in listed.tools]
+    return session
+
+
+class _Link:
+    """One server's connection, owned by a task of its own for its whole life.
+
+    Why a task of its own: the SDK's transports run anyio task groups, which must be entered
+    and left in one task, and which cancel the task that entered them when the connection
+    fails (a refused or dying HTTP server). Held in a dedicated task, such a failure ends that
+    task only: the caller gets the failure as data (``McpTools.failures``, or a failed call),
+    never a cancellation or a traceback; and the servers connect at once, not one by one.
+    """
+
+    def __init__(self, server: ServerConfig) -> None:
+        self.server = server
+        self.session: Any = None
+        self.gone: str | None = None  # why the connection ended, once it has
+        self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._close = asyncio.Event()
+        self._task = asyncio.ensure_future(self._hold())
+
+    async def tools(self) -> list[Any]:
+        """The server's tool listings, once connected.
+
+        Raises:
+            ConnectionError: it did not connect (in time), saying why.
+        """
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), self.server.connect_timeout)
+        except TimeoutError:
+            raise ConnectionError(
+                f"no answer within {self.server.connect_timeout:g} s (connect_timeout)"
+            ) from None
+
+    async def call(self, name: str, args: dict[str, Any]) -> Any:
+        if self.gone is not None:
+            raise ConnectionError(f"MCP server {self.server.name!r} is gone: {self.gone}")
+        return await self.session.call_tool(name, args)
+
+    async def close(self) -> None:
+        self._close.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self.server.connect_timeout)
+        except (TimeoutError, Exception):
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+    async def _hold(self) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                self.session = await _open(stack, self.server)
+                listed = await self.session.list_tools()
+                self._ready.set_result(listed.tools)
+                await self._close.wait()
+        except BaseException as exc:
+            self.gone = _why(exc)
+            if not self._ready.done():
+                self._ready.set_exception(ConnectionError(self.gone))
+                self._ready.exception()  # retrieved: tools() reports it
+            if not isinstance(exc, (Exception, asyncio.CancelledError)):
+                raise
+        else:
+            self.gone = "closed"
+
+
+def _why(exc: BaseException) -> str:
+    """One line for a failed connection, from the innermost real error of a group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, asyncio.CancelledError):
+        return "the connection was cancelled (the server went away)"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @contextlib.asynccontextmanager
 async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
-    """Connect to every server of ``config`` and yield their tools; close them all on exit.
+    """Connect to every server of ``config`` (all at once) and yield their tools; close them
+    all on exit.
+
+    A server that fails to start, refuses, answers too slowly (``connect_timeout``) or speaks
+    no MCP is left out and named in ``tools.failures``; the others work. A server that dies
+    later fails only its own calls, each with a message saying so.
 
     Raises:
         ConfigurationError: a malformed config (before anything connects), or no ``mcp`` SDK.
@@ -217,16 +327,15 @@ async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
             "MCP tools need the mcp SDK: pip install mcp (the mcp extra of toolnexus)."
         ) from exc
     tools = McpTools()
-    async with contextlib.AsyncExitStack() as stack:
-        for server in servers:
-            own = contextlib.AsyncExitStack()
-            try:
-                tools.extend(await _connect(own, server))
-            except Exception as exc:  # one failing server is isolated, not fatal
-                with contextlib.suppress(Exception):
-                    await own.aclose()
-                tools.failures[server.name] = f"{type(exc).__name__}: {exc}"
-                logger.warning("MCP server %r did not connect: %s", server.name, exc)
+    links = [_Link(server) for server in servers]
+    try:
+        listings = await asyncio.gather(*(link.tools() for link in links), return_exceptions=True)
+        for link, listed in zip(links, listings, strict=True):
+            if isinstance(listed, BaseException):
+                tools.failures[link.server.name] = _why(listed)
+                logger.warning("MCP server %r did not connect: %s", link.server.name, listed)
                 continue
-            stack.push_async_exit(own)
+            tools.extend(_wrap(link.server, link, t) for t in listed)
         yield tools
+    finally:
+        await asyncio.gather(*(link.close() for link in links))

@@ -22,16 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolnexus.errors import PatchError
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._tool import Tool
 from toolnexus.tools.builtins._files import WRITES
 from toolnexus.tools.builtins._root import Root
 
 __all__ = ["PatchError", "apply_patch_tool", "parse_patch"]
-
-
-class PatchError(ValueError):
-    """The patch is malformed or does not apply; nothing was changed."""
 
 
 @dataclass
