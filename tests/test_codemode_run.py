@@ -295,7 +295,6 @@ async def test_a_program_calling_an_unknown_name_gets_a_clear_error(
 def test_run_code_tool_shape(monty_runtime: MontyRuntime) -> None:
     built = run_code_tool([add, remember], runtime=monty_runtime)
     assert built.name == RUN_CODE_NAME == "run_code"
-    assert built.retries == 0
     assert built.input_schema["required"] == ["code", "description"]
     assert set(built.input_schema["properties"]) == {"code", "description"}
     base, sdk = built.description.split("\n\n", 1)

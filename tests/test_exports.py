@@ -20,13 +20,13 @@ import toolnexus.tools.tiers
 
 EXPECTED = {
     toolnexus: [
-        "ConfigurationError", "Outcome", "ProviderError", "Scheduler", "Session", "Tool",
-        "ToolCall", "ToolError", "ToolHints", "ToolResult", "Toolkit", "ToolnexusError",
-        "__version__", "create_client", "run_batch", "tool",
+        "ConfigurationError", "ModelRetry", "Outcome", "ProviderError", "RunContext",
+        "Scheduler", "Session", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
+        "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
-        "AgentError", "ConfigurationError", "PatchError", "ProviderError", "SessionError",
-        "ToolArgumentsError", "ToolError", "ToolnexusError",
+        "AgentError", "ConfigurationError", "ModelRetry", "PatchError", "ProviderError",
+        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
@@ -43,8 +43,8 @@ EXPECTED = {
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.tools: [
-        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Tool", "ToolHints", "ToolHooks",
-        "ToolResult", "Toolkit", "tool",
+        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Tool", "ToolHints",
+        "ToolHooks", "ToolResult", "Toolkit", "concurrency_mode", "tool",
     ],
     toolnexus.tools.builtins: [
         "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
@@ -113,3 +113,34 @@ def test_outcome_unwrap() -> None:
     with pytest.raises(ToolError, match="boom") as info:
         Outcome.failure("t", "boom").unwrap()
     assert info.value.tool == "t"
+
+
+LAYERS = ["errors", "session", "tools", "scheduling", "codemode", "client", "agents", "cli"]
+"""Lowest first; a module may import its own layer and those below (private root modules
+like ``toolnexus._json`` belong to no layer and sit below all of them)."""
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "toolnexus" or len(parts) < 2:
+        return None
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def test_no_module_imports_a_higher_layer_at_import_time() -> None:
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).parent.parent / "src"
+    upward = []
+    for path in sorted(src.rglob("*.py")):
+        module = ".".join(path.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+        own = _layer(module)
+        if own is None:
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
+            if isinstance(node, ast.ImportFrom) and node.module:
+                target = _layer(node.module)
+                if target is not None and target > own:
+                    upward.append(f"{module} imports {node.module}")
+    assert upward == []

@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from toolnexus._snapshot import MAX_DEPTH
 from toolnexus.scheduling import snapshot
-from toolnexus.scheduling._snapshot import MAX_DEPTH
 
 
 class Color(enum.Enum):

@@ -9,15 +9,24 @@ import logging
 
 from toolnexus._version import __version__
 from toolnexus.client import create_client
-from toolnexus.errors import ConfigurationError, ProviderError, ToolError, ToolnexusError
+from toolnexus.codemode import RunContext
+from toolnexus.errors import (
+    ConfigurationError,
+    ModelRetry,
+    ProviderError,
+    ToolError,
+    ToolnexusError,
+)
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHints, Toolkit, ToolResult, tool
 
 __all__ = [
     "ConfigurationError",
+    "ModelRetry",
     "Outcome",
     "ProviderError",
+    "RunContext",
     "Scheduler",
     "Session",
     "Tool",

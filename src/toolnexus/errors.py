@@ -22,6 +22,7 @@ from typing import Any
 __all__ = [
     "AgentError",
     "ConfigurationError",
+    "ModelRetry",
     "PatchError",
     "ProviderError",
     "SessionError",
@@ -113,3 +114,25 @@ class AgentError(ToolnexusError):
 class PatchError(ToolnexusError, ValueError):
     """A patch given to the ``apply_patch`` tool is malformed or does not apply; nothing was
     changed (a model reads the message and can send a corrected patch)."""
+
+
+class ModelRetry(ToolnexusError):
+    """Raise it from a tool to hand the model a message and let it try the call again.
+
+    The message is the call's result, marked as failed; the model reads it and can call again
+    with better arguments. Each tool may be retried this way (arguments that do not validate
+    count too) at most :attr:`Tool.retries <toolnexus.Tool.retries>` times per run (default 1);
+    past that the run stops as ``"incomplete"``, with ``RunResult.stopped_by`` saying why.
+
+    Example::
+
+        @tool
+        def lookup(city: str) -> str:
+            if city not in KNOWN:
+                raise ModelRetry(f"unknown city {city!r}; known: {', '.join(KNOWN)}")
+            return KNOWN[city]
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import functools
 import os
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -151,22 +153,51 @@ class Client:
         tools: Sequence[Tool] | Toolkit | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
         session: Session | None = None,
+        deps: Any = None,
     ) -> RunResult:
         """Run the tool loop on ``prompt`` until the model answers or ``max_turns`` is reached.
 
         ``session`` (optional) receives the run's events as they happen, so a caller that
         cancels the run still holds a transcript in which every tool call has a result.
+        ``deps`` reaches every tool that takes a ``ctx`` as ``ctx.deps`` (a
+        :class:`~toolnexus.RunContext`), for this run only; without it, the client's ``deps``.
 
         Raises:
-            ProviderError: the endpoint refused or failed a request (after the SDK's retries).
+            ProviderError: the endpoint refused or failed a request (the run so far is in its
+                ``partial``).
             ConfigurationError: a bad argument, before any request.
         """
         result: RunResult | None = None
-        async for event in self._events(prompt, tools, history, session, stream=False):
+        async for event in self._events(prompt, tools, history, session, deps, stream=False):
             if isinstance(event, DoneEvent):
                 result = event.result
         assert result is not None
         return result
+
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        tools: Sequence[Tool] | Toolkit | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
+        session: Session | None = None,
+        deps: Any = None,
+    ) -> RunResult:
+        """:meth:`run` for code that is not async (scripts, notebooks); blocks until done.
+
+        Inside a running event loop (a Jupyter cell, an async function) the run goes to a
+        thread with a loop of its own, so it works there too; in async code prefer
+        ``await client.run(...)``, which does not block the loop.
+        """
+        run = functools.partial(
+            self.run, prompt, tools=tools, history=history, session=session, deps=deps
+        )
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(run())
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolnexus-run") as pool:
+            return pool.submit(asyncio.run, run()).result()
 
     async def resume(self, result: RunResult, answers: Mapping[str, Any]) -> RunResult:
         """Continue a ``"pending"`` run with the host's answers to its relay calls.
@@ -197,11 +228,12 @@ class Client:
         tools: Sequence[Tool] | Toolkit | None = None,
         history: Sequence[Mapping[str, Any]] | None = None,
         session: Session | None = None,
+        deps: Any = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run the loop with streaming: text deltas, tool calls (announced as soon as their
         arguments are complete, when they also start), tool results in emitted order, usage,
         and finally :class:`~toolnexus.client.DoneEvent` carrying the :class:`RunResult`."""
-        async for event in self._events(prompt, tools, history, session, stream=True):
+        async for event in self._events(prompt, tools, history, session, deps, stream=True):
             yield event
 
     async def _events(
@@ -210,6 +242,7 @@ class Client:
         tools: Sequence[Tool] | Toolkit | None,
         history: Sequence[Mapping[str, Any]] | None,
         session: Session | None,
+        deps: Any,
         *,
         stream: bool,
     ) -> AsyncIterator[StreamEvent]:
@@ -225,7 +258,8 @@ class Client:
         if session is not None and not isinstance(session, Session):
             raise ConfigurationError(f"session must be a toolnexus Session, got {session!r}.")
         log = session if session is not None else Session()
-        async for event in agent_loop(self._config, prompt, chosen, past, log, stream=stream):
+        config = self._config if deps is None else dataclasses.replace(self._config, deps=deps)
+        async for event in agent_loop(config, prompt, chosen, past, log, stream=stream):
             yield event
 
 

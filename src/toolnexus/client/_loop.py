@@ -12,6 +12,7 @@ response cut off mid-stream is not recorded.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result
-from toolnexus.scheduling._outcome import outcome_from_value, outcome_text
+from toolnexus.scheduling._outcome import RETRY, outcome_from_value, outcome_text
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools.tiers import tool_tiers
@@ -52,6 +53,8 @@ from toolnexus.tools.tiers import tool_tiers
 __all__ = ["LoopConfig", "Meter", "agent_loop"]
 
 CANCELLED = "the run was cancelled before this call finished"
+DEFAULT_RETRIES = 1
+"""How often the model may try again a tool whose ``retries`` is ``None``."""
 
 
 class Meter(Protocol):
@@ -146,6 +149,7 @@ class _Run:
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
         self.stopped_by: str | None = None  # a meter's reason, when it ended the run
+        self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -196,6 +200,22 @@ class _Run:
         self.messages.extend(self.config.style.results(calls, outcomes))
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(self.session, call, outcome)
+        self.count_retries(calls, outcomes)
+
+    def count_retries(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
+        """Count the calls the model was asked to try again; past a tool's ``retries``, the
+        run stops (``stopped_by`` says which tool)."""
+        for call, outcome in zip(calls, outcomes, strict=True):
+            if not (outcome.metadata or {}).get(RETRY):
+                continue
+            self.retries[call.name] += 1
+            tool = self.kit.get(call.name)
+            allowed = DEFAULT_RETRIES if tool is None or tool.retries is None else tool.retries
+            if self.retries[call.name] > allowed and self.stopped_by is None:
+                self.stopped_by = (
+                    f"tool '{call.name}' needed another try more often than its retries "
+                    f"({allowed}) allow"
+                )
 
 
 def _check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
@@ -324,6 +344,8 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
         run.session.log_event("turn_end", {"turn": turn})
         if run.waiting is not None:
             status = "pending"
+            break
+        if run.stopped_by is not None:  # a tool's retries ran out
             break
         if reply is not None and not reply.calls:
             status = "done"

@@ -39,7 +39,7 @@ class TurnCalls:
         lane: Scheduler,
         kit: Toolkit,
         mode: CodeMode,
-        ctx: RunContext,
+        ctx: RunContext[Any],
         relay_handler: RelayHandler | None = None,
         meter: Any = None,
     ) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from toolnexus.codemode._policy import PermissionPolicy
 from toolnexus.scheduling import Outcome
@@ -42,11 +42,21 @@ def denied_message(name: str) -> str:
     return f"tool '{name}' is denied by the permission policy"
 
 
+Deps = TypeVar("Deps")
+
+
 @dataclass(frozen=True)
-class RunContext:
+class RunContext(Generic[Deps]):
     """What every call of one run carries: the caller's dependencies and its guards.
 
-    Tools that take a ``ctx`` parameter receive this object.
+    Tools that take a ``ctx`` parameter receive this object. Annotate it with your
+    dependencies' type, and ``ctx.deps`` is typed for your type checker::
+
+        @tool
+        async def balance(account: str, ctx: RunContext[Bank]) -> int:
+            return await ctx.deps.balance(account)
+
+        await client.run("What is my balance?", tools=[balance], deps=Bank(...))
 
     Attributes:
         deps: Anything the caller wants its tools to see (a database handle, a user id).
@@ -59,7 +69,7 @@ class RunContext:
         call_id: The id of the model's tool call being executed, when known.
     """
 
-    deps: Any = None
+    deps: Deps = None  # type: ignore[assignment]  # None when the caller gave none
     policy: PermissionPolicy | None = None
     approval_handler: ApprovalHandler | None = None
     hooks: ToolHooks | None = None
@@ -72,7 +82,7 @@ def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
     return policy.needs_approval(tool) if policy is not None else tool.requires_approval
 
 
-async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext) -> str | None:
+async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext[Any]) -> str | None:
     """``None`` when the call may run, else the message of its refusal."""
     if not _needs_approval(tool, ctx.policy):
         return None

@@ -352,7 +352,7 @@ def run_code_tool(
     Its description is a fixed base text, a blank line, then the SDK of ``granted`` (under
     ``"code"`` mode the only declaration of the tools the model ever sees, and part of the
     prompt prefix of every request, hence byte-stable). Its bindings cover ``all_tools``
-    (denied ones as stubs). ``retries`` is 0: a failed program is never re-run.
+    (denied ones as stubs). A failed program is never re-run for the model.
 
     Arguments the model sends: ``code`` and ``description`` (one sentence for the approval
     prompt and the audit log); a blank description is refused before anything runs.
@@ -413,7 +413,6 @@ def run_code_tool(
             "additionalProperties": False,
         },
         execute=execute,
-        retries=0,
         source="codemode",
     )
 

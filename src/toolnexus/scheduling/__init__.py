@@ -3,13 +3,13 @@
 The rule is explained once, with a diagram, in ``docs/scheduling.md``.
 """
 
+from toolnexus._snapshot import snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._outcome import Outcome
 from toolnexus.scheduling._rule import Mode, SchedulingRule
-from toolnexus.scheduling._safety import concurrency_mode
 from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
-from toolnexus.scheduling._snapshot import snapshot
+from toolnexus.tools._safety import concurrency_mode
 
 __all__ = [
     "Dispatch",

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolnexus._json import json_problem, loads_strict
+from toolnexus._snapshot import snapshot
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
-from toolnexus.scheduling._outcome import Outcome, outcome_text
+from toolnexus.scheduling._outcome import Outcome, outcome_text, retry_outcome
 from toolnexus.scheduling._scheduler import Scheduler, Ticket
-from toolnexus.scheduling._snapshot import snapshot
 from toolnexus.session import Session
 from toolnexus.tools import Tool, Toolkit
 
@@ -80,11 +80,11 @@ def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outc
         )
     args = parse_arguments(call.arguments)
     if isinstance(args, str):
-        return Outcome.failure(call.name, f"invalid arguments for tool '{call.name}': {args}")
+        return retry_outcome(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:
         tool.validate_arguments(args)
     except ToolArgumentsError as exc:
-        return Outcome.failure(call.name, str(exc))
+        return retry_outcome(call.name, str(exc))
     return tool, args
 
 

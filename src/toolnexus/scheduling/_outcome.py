@@ -8,18 +8,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolnexus._json import encodable_text
-from toolnexus.errors import ToolError
-from toolnexus.scheduling._snapshot import snapshot
+from toolnexus._snapshot import snapshot
+from toolnexus.errors import ModelRetry, ToolError
 from toolnexus.tools import ToolResult
 
 __all__ = [
     "GENERIC_FAILURE",
     "MAX_MESSAGE_CHARS",
+    "RETRY",
     "Outcome",
     "clamp_message",
     "outcome_from_exception",
     "outcome_from_value",
     "outcome_text",
+    "retry_outcome",
 ]
 
 logger = logging.getLogger("toolnexus.scheduling")
@@ -28,6 +30,9 @@ MAX_MESSAGE_CHARS = 2000
 """Longer error messages are cut to this many characters and marked ``… (truncated)``."""
 
 TRUNCATION_MARK = "… (truncated)"
+RETRY = "retry"
+"""``Outcome.metadata`` key set on a failure the model may fix by calling again (a
+:class:`~toolnexus.errors.ModelRetry`, arguments that did not validate)."""
 GENERIC_FAILURE = "tool call failed"
 
 
@@ -88,8 +93,15 @@ def outcome_from_exception(tool: str, exc: BaseException) -> Outcome:
     a tool failing is ordinary (the model or program reads the message and carries on), so it
     is not a warning; an operator who wants the tracebacks turns DEBUG on for that logger.
     """
+    if isinstance(exc, ModelRetry):
+        return retry_outcome(tool, exc.message)
     logger.debug("tool %r raised %s", tool, type(exc).__name__, exc_info=exc)
     return Outcome.failure(tool, _exception_text(exc))
+
+
+def retry_outcome(tool: str, message: str) -> Outcome:
+    """A failure the model may fix by calling again (counted against ``Tool.retries``)."""
+    return Outcome(error=Outcome.failure(tool, message).error, metadata={RETRY: True})
 
 
 def _result_text(output: Any) -> str:
@@ -143,7 +155,7 @@ def outcome_from_value(tool: str, value: Any) -> Outcome:
         if not isinstance(message, str):
             logger.warning("dispatch for tool %r returned a malformed outcome: %r", tool, value)
             return Outcome.failure(tool, GENERIC_FAILURE)
-        return Outcome.failure(tool, message)
+        return Outcome(error=Outcome.failure(tool, message).error, metadata=value.metadata)
     if isinstance(value, ToolResult):
         if value.is_error:
             failed = Outcome.failure(tool, _result_text(value.output))

@@ -21,11 +21,10 @@ The rule (see ``docs/scheduling.md`` for the diagram):
 from __future__ import annotations
 
 from collections import deque
-from typing import Literal
+
+from toolnexus.tools._safety import Mode
 
 __all__ = ["Mode", "SchedulingRule"]
-
-Mode = Literal["parallel", "exclusive"]
 
 
 class SchedulingRule:

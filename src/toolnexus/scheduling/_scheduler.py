@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import INVALID_SPAN, Span
 
+from toolnexus._snapshot import snapshot
 from toolnexus._tracing import end_tool_span, tool_span
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
@@ -37,10 +38,9 @@ from toolnexus.scheduling._outcome import (
     outcome_from_value,
 )
 from toolnexus.scheduling._rule import Mode, SchedulingRule
-from toolnexus.scheduling._safety import concurrency_mode
-from toolnexus.scheduling._snapshot import snapshot
 from toolnexus.session import Event, Session
 from toolnexus.tools import Tool
+from toolnexus.tools._safety import concurrency_mode
 
 __all__ = [
     "ABANDONED",

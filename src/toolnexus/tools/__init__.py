@@ -2,6 +2,7 @@
 
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
+from toolnexus.tools._safety import Mode, concurrency_mode
 from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolResult
 from toolnexus.tools._toolkit import Toolkit
 
@@ -9,10 +10,12 @@ __all__ = [
     "AfterHook",
     "BeforeHook",
     "ConcurrencyPredicate",
+    "Mode",
     "Tool",
     "ToolHints",
     "ToolHooks",
     "ToolResult",
     "Toolkit",
+    "concurrency_mode",
     "tool",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolnexus._checks import positive_int
-from toolnexus.scheduling import concurrency_mode
+from toolnexus.tools._safety import concurrency_mode
 from toolnexus.tools._tool import Tool, ToolHints
 
 __all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"]

@@ -117,8 +117,9 @@ class Tool:
         requires_approval: Whether every call needs an approval handler's consent.
         arguments_model: Set by ``@tool``: the pydantic model that validates arguments in place
             of the JSON Schema (same rules, plus pydantic's coercions and custom validators).
-        retries: How often an agent loop may re-run a failed call of this tool; ``None`` leaves
-            it to the loop. ``run_code`` sets 0: a failed program has side effects already.
+        retries: How often in one run the model may try this tool again after a call asked
+            for it (the tool raised :class:`~toolnexus.errors.ModelRetry`, or the arguments
+            did not validate); past it the run stops as ``"incomplete"``. ``None``: 1.
         timeout: Seconds a call may take before it fails with "did not finish within N s"
             (``None``: no limit). It frees the call's place in the lane, so a hung tool cannot
             hold a turn forever. An async tool is cancelled; a sync tool's thread cannot be

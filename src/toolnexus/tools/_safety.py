@@ -1,18 +1,24 @@
-"""Classification: may this call overlap others (``parallel``) or must it run alone?"""
+"""Classification: may this call overlap others (``parallel``) or must it run alone?
+
+The safety class of a call is a property of the tool (its predicate, else its hints), so it
+lives with the tools; the scheduler asks it for every call it submits.
+"""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any
+from typing import Any, Literal
 
-from toolnexus.scheduling._rule import Mode
-from toolnexus.scheduling._snapshot import snapshot
-from toolnexus.tools import Tool
+from toolnexus._snapshot import snapshot
+from toolnexus.tools._tool import Tool
 
-__all__ = ["concurrency_mode"]
+__all__ = ["Mode", "concurrency_mode"]
 
 logger = logging.getLogger("toolnexus.scheduling")
+
+Mode = Literal["parallel", "exclusive"]
+"""A call's safety class: ``parallel`` calls overlap, ``exclusive`` ones run alone."""
 
 
 def concurrency_mode(tool: Tool, args: dict[str, Any]) -> Mode:

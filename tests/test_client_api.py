@@ -1,0 +1,154 @@
+"""The client API a production team expects: typed per-run deps, ModelRetry bounded by
+Tool.retries, run_sync, and the layering of safety classes. Real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fake_provider import FakeProvider, Turn
+from test_client import client_for, tool_results
+from toolnexus import ModelRetry, RunContext, Tool, ToolHints, tool
+
+TYPED = Path(__file__).parent / "typed"
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    server = FakeProvider().start()
+    yield server
+    server.stop()
+
+
+class Bank:
+    def __init__(self, balances: dict[str, int]) -> None:
+        self.balances = balances
+
+
+@tool(hints=ToolHints(read_only=True))
+def balance(account: str, ctx: RunContext[Bank]) -> int:
+    """The balance of an account."""
+    if account not in ctx.deps.balances:
+        raise ModelRetry(
+            f"no account {account!r}; accounts: {', '.join(sorted(ctx.deps.balances))}"
+        )
+    return ctx.deps.balances[account]
+
+
+async def test_deps_are_per_run_and_reach_tools_as_run_context(provider: FakeProvider) -> None:
+    client = client_for(provider, "openai", deps=Bank({"savings": 1}))
+    provider.router = lambda body: (
+        Turn(calls=[("c1", "balance", {"account": "savings"})])
+        if body["messages"][-1]["role"] == "user"
+        else Turn(text="ok")
+    )
+    first, second, default = await asyncio.gather(
+        client.run("a", tools=[balance], deps=Bank({"savings": 100})),
+        client.run("b", tools=[balance], deps=Bank({"savings": 200})),
+        client.run("c", tools=[balance]),
+    )
+    assert [r.tool_calls[0].output for r in (first, second, default)] == ["100", "200", "1"]
+
+
+def test_user_code_using_run_context_type_checks_strictly() -> None:
+    ok = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(TYPED / "deps_ok.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stdout
+    wrong = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            str(TYPED / "deps_wrong.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert wrong.returncode == 1 and '"Bank" has no attribute "balanse"' in wrong.stdout
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_model_retry_hands_the_model_a_message_and_it_tries_again(
+    provider: FakeProvider, style: str
+) -> None:
+    provider.script(
+        Turn(calls=[("c1", "balance", {"account": "checking"})]),
+        Turn(calls=[("c2", "balance", {"account": "savings"})]),
+        Turn(text="You have 5."),
+    )
+    result = await client_for(provider, style).run(
+        "how much?", tools=[balance], deps=Bank({"savings": 5})
+    )
+    assert result.status == "done" and result.text == "You have 5."
+    results = dict(tool_results(result, style))
+    assert "no account 'checking'; accounts: savings" in results["c1"]
+    assert results["c2"] == "5"
+    assert [r.is_error for r in result.tool_calls] == [True, False]
+
+
+async def test_retries_are_bounded_by_the_tool_and_count_invalid_arguments(
+    provider: FakeProvider,
+) -> None:
+    strict = Tool(
+        "strict",
+        "",
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        execute=lambda args: args["n"],
+        retries=2,
+    )
+    provider.script(
+        Turn(calls=[("c1", "strict", {"n": "one"})]),
+        Turn(calls=[("c2", "strict", "{not json")]),
+        Turn(calls=[("c3", "strict", {})]),
+        Turn(text="never reached"),
+    )
+    result = await client_for(provider, "openai").run("go", tools=[strict])
+    assert result.status == "incomplete"
+    assert (
+        result.stopped_by
+        == "tool 'strict' needed another try more often than its retries (2) allow"
+    )
+    assert len(provider.requests) == 3
+
+
+async def test_a_tool_without_retries_gets_one_more_try(provider: FakeProvider) -> None:
+    provider.script(
+        Turn(calls=[("c1", "balance", {"account": "x"})]),
+        Turn(calls=[("c2", "balance", {"account": "y"})]),
+        Turn(text="never reached"),
+    )
+    result = await client_for(provider, "openai").run("go", tools=[balance], deps=Bank({}))
+    assert result.status == "incomplete" and "retries (1)" in (result.stopped_by or "")
+    assert len(provider.requests) == 2
+
+
+def test_run_sync_outside_and_inside_a_running_loop(provider: FakeProvider) -> None:
+    provider.router = lambda body: Turn(text="hello")
+    client = client_for(provider, "openai")
+    assert client.run_sync("hi").text == "hello"
+
+    async def notebook_cell() -> str:  # a Jupyter cell runs inside an event loop
+        return client.run_sync("hi").text
+
+    assert asyncio.run(notebook_cell()) == "hello"
+
+
+def test_run_context_is_generic_and_defaults_to_no_deps() -> None:
+    ctx: RunContext[Any] = RunContext()
+    assert ctx.deps is None
+    assert RunContext[int](deps=3).deps == 3
