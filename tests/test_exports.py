@@ -12,6 +12,7 @@ import toolnexus.codemode.runtimes
 import toolnexus.errors
 import toolnexus.scheduling
 import toolnexus.session
+import toolnexus.testing
 import toolnexus.tools
 import toolnexus.tools.builtins
 import toolnexus.tools.mcp
@@ -42,6 +43,7 @@ EXPECTED = {
         "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Tool", "ToolHints",
         "ToolHooks", "ToolResult", "Toolkit", "concurrency_mode", "tool",

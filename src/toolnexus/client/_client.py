@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from toolnexus._checks import int_at_least, positive_int, positive_number
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
+from toolnexus.client._models import FunctionModel, InProcessStyle
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
@@ -265,8 +266,8 @@ class Client:
 
 def create_client(
     *,
-    base_url: str,
-    model: str,
+    base_url: str | None = None,
+    model: str | FunctionModel,
     style: str = "openai",
     api_key: str | None = None,
     max_tool_concurrency: int | None = None,
@@ -299,7 +300,9 @@ def create_client(
 
     Args:
         base_url: The endpoint (``…/v1`` for OpenAI-style servers; the API root for Anthropic).
-        model: The model name the endpoint knows.
+            Left out for an in-process model.
+        model: The model name the endpoint knows, or an in-process model from
+            :mod:`toolnexus.testing` (``FunctionModel``, ``ScriptedModel``): no HTTP, no key.
         style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp) or
             ``"anthropic"`` (Messages).
         api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
@@ -343,15 +346,25 @@ def create_client(
             f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
             "for Chat Completions servers (OpenRouter, vLLM, Ollama) and 'anthropic' for Messages."
         )
-    for option, value in (("base_url", base_url), ("model", model)):
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigurationError(f"create_client {option} must be a non-empty string.")
-    url = urlsplit(base_url)
-    if url.scheme not in ("http", "https") or not url.netloc:
+    in_process = isinstance(model, FunctionModel)
+    if in_process and base_url is not None:
         raise ConfigurationError(
-            f"create_client base_url must be an http(s) URL, got {base_url!r}; for example "
-            "'https://openrouter.ai/api/v1' or 'http://127.0.0.1:11434/v1'."
+            "create_client got a base_url and an in-process model; an in-process model "
+            "(FunctionModel, ScriptedModel) needs no endpoint: leave base_url out."
         )
+    if not in_process:
+        for option, value in (("base_url", base_url), ("model", model)):
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigurationError(
+                    f"create_client {option} must be a non-empty string (or model a "
+                    "toolnexus.testing model, with no base_url)."
+                )
+        url = urlsplit(str(base_url))
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise ConfigurationError(
+                f"create_client base_url must be an http(s) URL, got {base_url!r}; for example "
+                "'https://openrouter.ai/api/v1' or 'http://127.0.0.1:11434/v1'."
+            )
     mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
     if retries is not None and not int_at_least(retries, 0):
         raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
@@ -377,15 +390,20 @@ def create_client(
                 "create_client got tool_choice both as an option and in request_params; keep "
                 "the option (it applies to the first turn, and is checked)."
             )
-    built = _build_style(
-        style,
-        base_url=base_url,
-        model=model,
-        api_key=_api_key(api_key, style),
-        system_prompt=system_prompt,
-        wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
-        request_params=dict(request_params or {}),
-    )
+    built: Style
+    if isinstance(model, FunctionModel):
+        built = InProcessStyle(model, system_prompt)
+        built.request_params = dict(request_params or {})
+    else:
+        built = _build_style(
+            style,
+            base_url=str(base_url),
+            model=model,
+            api_key=_api_key(api_key, style),
+            system_prompt=system_prompt,
+            wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
+            request_params=dict(request_params or {}),
+        )
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,
@@ -402,4 +420,6 @@ def create_client(
         tool_choice=tool_choice,
         tool_choice_every_turn=bool(tool_choice_every_turn),
     )
-    return Client(cast(ClientStyle, style), model, base_url, config, list(tools or []), options)
+    return Client(
+        cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options
+    )

@@ -1,0 +1,175 @@
+"""Models that run in this process: the seam for testing an agent built on toolnexus.
+
+``FunctionModel(fn)`` answers each turn with ``fn(messages, tools)``; ``ScriptedModel(replies)``
+answers with its replies in order. Either is accepted as ``create_client(model=...)`` with no
+``base_url``, and the client then runs its whole loop (scheduling, Code Mode, hooks, budgets,
+streaming events, usage) exactly as against a server, with no HTTP. Re-exported from
+:mod:`toolnexus.testing`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage
+from toolnexus.client.styles._openai import OpenAIStyle
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling import ToolCall
+
+__all__ = ["FunctionModel", "InProcessStyle", "ModelReply", "ScriptedModel"]
+
+
+@dataclass
+class ModelReply:
+    """One model turn, in full: text, tool calls and (optionally) what it cost.
+
+    A function model may return this instead of a plain string (the final text) or a list of
+    :class:`~toolnexus.ToolCall` (call the tools); ``usage`` is then reported as given.
+    """
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+
+
+ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
+"""``fn(messages, tools)``, sync or async: ``messages`` in the OpenAI Chat Completions shape
+(system, user, assistant with ``tool_calls``, ``tool`` results), ``tools`` as
+``{"name", "description", "input_schema"}``. Returns a string, a list of ``ToolCall``s or a
+:class:`ModelReply`."""
+
+
+class FunctionModel:
+    """A model whose every turn is ``fn(messages, tools)`` (sync or async).
+
+    Args:
+        fn: See :data:`ModelFunction`.
+        name: The model name in spans and errors.
+
+    Example::
+
+        def model(messages, tools):
+            if messages[-1]["role"] == "user":
+                return [ToolCall("c1", "lookup", {"city": "Oslo"})]
+            return "Oslo is sunny."
+
+        client = create_client(model=FunctionModel(model))
+    """
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function-model") -> None:
+        if not callable(fn):
+            raise ConfigurationError(f"FunctionModel takes a function, got {fn!r}.")
+        self.fn = fn
+        self.name = name
+        self.requests: list[list[dict[str, Any]]] = []
+        """The messages of every turn it was asked for, in order (for assertions)."""
+
+    async def reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        """The function's answer to one turn."""
+        self.requests.append(json.loads(json.dumps(messages)))
+        answer = self.fn(messages, tools)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return answer
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class ScriptedModel(FunctionModel):
+    """A model that answers with ``replies`` in order, one per turn.
+
+    Each reply is a string (the final text), a list of :class:`~toolnexus.ToolCall`, or a
+    :class:`ModelReply`. Asked for more turns than it has replies, the run fails with a
+    :class:`~toolnexus.errors.ConfigurationError` saying so (a test that expected fewer turns).
+    """
+
+    def __init__(self, replies: Sequence[Any], *, name: str = "scripted-model") -> None:
+        self.replies = list(replies)
+        self._next = 0
+        super().__init__(self._scripted, name=name)
+
+    def _scripted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if self._next >= len(self.replies):
+            raise ConfigurationError(
+                f"{self.name} has {len(self.replies)} replies and was asked for turn "
+                f"{self._next + 1}; script one more reply (or expect fewer turns)."
+            )
+        self._next += 1
+        return self.replies[self._next - 1]
+
+
+def _estimate(text: str) -> int:
+    """Tokens, estimated as one per four characters (what a tokenizer gives for English)."""
+    return max(1, len(text) // 4) if text else 0
+
+
+class InProcessStyle(OpenAIStyle):
+    """The OpenAI wire shapes, answered by a :class:`FunctionModel` instead of a server."""
+
+    name = "in-process"
+
+    def __init__(self, model: FunctionModel, system_prompt: str | None) -> None:
+        super().__init__(_no_sdk, model.name, system_prompt, {}, f"in-process:{model.name}")
+        self.function_model = model
+
+    async def sdk(self) -> Any:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        return await self._answer(params)
+
+    async def stream(
+        self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
+    ) -> AssistantTurn:
+        turn = await self._answer(params)
+        for start in range(0, len(turn.text), 16):  # text arrives in pieces, as it streams
+            await on_text(turn.text[start : start + 16])
+        for call in turn.calls:
+            await on_call(call)
+        turn.streamed = True
+        return turn
+
+    async def _answer(self, params: dict[str, Any]) -> AssistantTurn:
+        messages = params["messages"]
+        tools = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"].get("parameters", {}),
+            }
+            for t in params.get("tools", [])
+        ]
+        answer = await self.function_model.reply(messages, tools)
+        if isinstance(answer, str):
+            answer = ModelReply(text=answer)
+        elif isinstance(answer, list):
+            answer = ModelReply(calls=answer)
+        if not isinstance(answer, ModelReply) or not all(
+            isinstance(c, ToolCall) for c in answer.calls
+        ):
+            raise ConfigurationError(
+                f"{self.function_model.name} returned {answer!r}: return a string, a list of "
+                "ToolCall, or a ModelReply."
+            )
+        usage = answer.usage or Usage(
+            _estimate(json.dumps(messages)),
+            _estimate(
+                answer.text + json.dumps([[c.name, c.arguments] for c in answer.calls], default=str)
+            ),
+        )
+        return self._turn(
+            answer.text, list(answer.calls), usage, "tool_calls" if answer.calls else "stop"
+        )
+
+
+def _no_sdk(tls: ssl.SSLContext) -> Any:  # pragma: no cover - sdk() is overridden
+    return None

@@ -1,0 +1,88 @@
+"""The in-process models of ``toolnexus.testing``: the whole loop with no HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from helpers import Probe
+from toolnexus import ToolCall, ToolHints, create_client, tool
+from toolnexus.client import Usage
+from toolnexus.errors import ConfigurationError
+from toolnexus.testing import FunctionModel, ModelReply, ScriptedModel
+
+
+@tool(hints=ToolHints(read_only=True))
+def lookup(city: str) -> str:
+    """Weather for a city."""
+    return f"{city}: sunny"
+
+
+async def test_a_scripted_model_drives_tool_calls_and_sees_their_results() -> None:
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("c1", "lookup", {"city": "Oslo"}),
+                ToolCall("c2", "lookup", {"city": "Rome"}),
+            ],
+            "Both sunny.",
+        ]
+    )
+    result = await create_client(model=model, code_mode="native").run("weather?", tools=[lookup])
+    assert result.status == "done" and result.text == "Both sunny." and result.turns == 2
+    assert [r.output for r in result.tool_calls] == ["Oslo: sunny", "Rome: sunny"]
+    shown = model.requests[1]
+    assert [m["role"] for m in shown[-3:]] == ["assistant", "tool", "tool"]
+    assert [m["content"] for m in shown[-2:]] == ["Oslo: sunny", "Rome: sunny"]
+    assert result.usage.total is not None and result.usage.total > 0
+
+
+async def test_a_function_model_sees_messages_and_tools_and_may_be_async(probe: Probe) -> None:
+    reads = [probe.tool(f"read_{i}") for i in range(3)]
+
+    async def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "user":
+            calls = [ToolCall(f"c{i}", t["name"], {"steps": 3}) for i, t in enumerate(tools)]
+            return ModelReply(calls=calls, usage=Usage(5, 2))
+        return ModelReply(text="read all", usage=Usage(7, 3))
+
+    client = create_client(model=FunctionModel(model), code_mode="native")
+    result = await client.run("read", tools=reads)
+    assert result.text == "read all" and probe.peak == 3  # the scheduling rule applies
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (12, 5)
+
+
+async def test_streaming_events_come_from_an_in_process_model() -> None:
+    client = create_client(
+        model=ScriptedModel([[ToolCall("c1", "lookup", {"city": "Oslo"})], "x" * 40]),
+        code_mode="native",
+    )
+    kinds = [event.type async for event in client.stream("go", tools=[lookup])]
+    assert kinds[:2] == ["tool_call", "usage"]
+    assert kinds.count("text") == 3 and kinds[-1] == "done"
+
+
+async def test_code_mode_runs_against_an_in_process_model() -> None:
+    program = "r = await tools.lookup({'city': 'Oslo'})\nr"
+    model = ScriptedModel(
+        [[ToolCall("c1", "run_code", {"code": program, "description": "look up Oslo"})], "done"]
+    )
+    result = await create_client(model=model, code_mode="code").run("go", tools=[lookup])
+    assert result.text == "done"
+    assert '"result": "Oslo: sunny"' in result.tool_calls[0].output
+
+
+def test_misuse_is_explained() -> None:
+    with pytest.raises(ConfigurationError, match="needs no endpoint"):
+        create_client(model=ScriptedModel(["x"]), base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigurationError, match="takes a function"):
+        FunctionModel("not callable")  # type: ignore[arg-type]
+    client = create_client(model=ScriptedModel(["only one"]), code_mode="native")
+    assert client.run_sync("a").text == "only one"
+    with pytest.raises(ConfigurationError, match="has 1 replies and was asked for turn 2"):
+        client.run_sync("b")
+    bad = create_client(model=FunctionModel(lambda m, t: 42), code_mode="native")
+    with pytest.raises(ConfigurationError, match="return a string, a list of ToolCall"):
+        asyncio.run(bad.run("c"))
