@@ -22,10 +22,13 @@ Example::
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 from typing import Any, NamedTuple
 
+from toolnexus._json import loads_strict
 from toolnexus.errors import SessionError
 
 __all__ = ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"]
@@ -122,13 +125,13 @@ class Session:
             raise SessionError(f"event {type!r} refused: data is nested too deeply") from None
         return self._append_json(type, copy)
 
-    def _append_json(self, type: str, data: dict[str, Any]) -> Event:
+    def _append_json(self, type: str, data: dict[str, Any], at: float | None = None) -> Event:
         """Append data that is already a private JSON-shaped copy (the scheduler's snapshots).
 
         Skips the check-and-copy of :meth:`append`, which would otherwise be the largest
-        per-call cost of an audited tool call.
+        per-call cost of an audited tool call. ``at``: the event's time (now by default).
         """
-        event = Event(len(self._events) + 1, type, data, time.time())
+        event = Event(len(self._events) + 1, type, data, time.time() if at is None else at)
         self._events.append(event)
         return event
 
@@ -165,5 +168,56 @@ class Session:
             if e.type in SURFACE_TYPES
         ]
 
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the log to ``path`` as JSON lines, one event a line (``seq``, ``type``,
+        ``data``, ``time``), replacing the file. :meth:`load` reads it back."""
+        with open(path, "w", encoding="utf-8") as out:
+            for event in self._events:
+                out.write(json.dumps(event._asdict(), ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Session:
+        """A session read from a file :meth:`save` wrote.
+
+        Pass it to ``client.run(..., session=...)`` to carry the conversation on: the model is
+        shown its transcript, and a tool call that has no result (the run was interrupted) is
+        answered honestly as interrupted.
+
+        Raises:
+            SessionError: a line that is not one of its events, naming the line and what is
+                wrong (the file is not half-read).
+            OSError: the file cannot be read.
+        """
+        session = cls()
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                session._append_json(*_event_fields(line, number, len(session._events) + 1))
+        return session
+
     def __repr__(self) -> str:
         return f"<Session events={len(self._events)}>"
+
+
+def _event_fields(
+    line: str, number: int, expected_seq: int
+) -> tuple[str, dict[str, Any], float | None]:
+    """The type and (checked, copied) data of one saved event line."""
+    where = f"session file line {number}"
+    try:
+        record = loads_strict(line)
+    except ValueError as exc:
+        raise SessionError(f"{where}: {exc}") from None
+    if not isinstance(record, dict) or not {"seq", "type", "data"} <= record.keys():
+        raise SessionError(f"{where}: not a saved event (seq, type, data, time)")
+    if record["seq"] != expected_seq:
+        raise SessionError(
+            f"{where}: event number {record['seq']!r} where {expected_seq} was expected "
+            "(events are missing or out of order)"
+        )
+    kind, data = record["type"], record["data"]
+    if not isinstance(kind, str) or not kind or not isinstance(data, dict):
+        raise SessionError(f"{where}: an event needs a type (text) and data (an object)")
+    at = record.get("time")
+    return kind, _json_copy(data, "data"), at if isinstance(at, (int, float)) else None

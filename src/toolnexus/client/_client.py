@@ -17,6 +17,7 @@ from toolnexus._checks import int_at_least, positive_int, positive_number
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
+from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
 from toolnexus.client.styles._base import CHOICE_WORDS, WireOptions
@@ -259,6 +260,9 @@ class Client:
         if session is not None and not isinstance(session, Session):
             raise ConfigurationError(f"session must be a toolnexus Session, got {session!r}.")
         log = session if session is not None else Session()
+        if history is None and session is not None and session.messages():
+            # a session with a conversation in it (saved, loaded, interrupted): carry it on
+            past = self._config.style.history(transcript(session))
         config = self._config if deps is None else dataclasses.replace(self._config, deps=deps)
         async for event in agent_loop(config, prompt, chosen, past, log, stream=stream):
             yield event

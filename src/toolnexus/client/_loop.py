@@ -182,8 +182,12 @@ class _Run:
         return entry
 
     def answered(self, reply: AssistantTurn) -> None:
+        """Record a model response: the moment it is known, before its calls start (whole
+        responses), so a log saved at any later moment holds the calls that may have run."""
         self.turns += 1
         self.usage.add(reply.usage)
+        if self.config.meter is not None:
+            self.config.meter.spend(reply.usage)
         self.text = reply.text
         self.messages.append(reply.message)
         self.session.append(
@@ -384,7 +388,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
                 stream=stream,
                 on_text=on_text,
                 on_call=on_call,
-                on_usage=config.meter.spend if config.meter is not None else None,
+                on_complete=run.answered,
                 tool_choice=_tool_choice(run),
             )
 
@@ -395,8 +399,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
     try:
         while (event := await events.get()) is not None:
             yield event
-        reply = responding.result()
-        run.answered(reply)
+        reply = responding.result()  # already recorded by run.answered (on_complete)
         yield UsageEvent(reply.usage)
         first_record = len(run.records)
         async for call, outcome in batch.outcomes():
@@ -410,9 +413,8 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         yield reply
     finally:
         if reply is None and _succeeded(responding):
-            # cut short after the response arrived: its calls may have run, so it is recorded
+            # cut short after the response arrived (and was recorded): its calls may have run
             reply = responding.result()
-            run.answered(reply)
         cut_short = reply is not None and run.waiting is None and len(answered) < len(reply.calls)
         known = await batch.finished() if cut_short else []  # before stop() abandons the rest
         batch.cancel()

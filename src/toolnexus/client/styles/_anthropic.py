@@ -35,6 +35,49 @@ class AnthropicStyle(Style):
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         return [*history, {"role": "user", "content": prompt}]
 
+    def history(self, transcript: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for message in transcript:
+            role = message["role"]
+            if role == "assistant":
+                blocks: list[dict[str, Any]] = []
+                if message.get("content"):
+                    blocks.append({"type": "text", "text": message["content"]})
+                for call in message.get("tool_calls") or []:
+                    tool_call = ToolCall(
+                        str(call.get("id")), str(call.get("name")), call.get("arguments", {})
+                    )
+                    blocks.append(
+                        {
+                            "type": "tool_use",
+                            "id": tool_call.id,
+                            "name": tool_call.name,
+                            "input": _echo(tool_call),
+                        }
+                    )
+                out.append(
+                    {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
+                )
+            elif role == "tool":
+                block = {
+                    "type": "tool_result",
+                    "tool_use_id": message.get("tool_call_id"),
+                    "content": str(message.get("content", "")),
+                    "is_error": bool(message.get("is_error")),
+                }
+                previous = out[-1] if out else None
+                if (
+                    previous
+                    and previous["role"] == "user"
+                    and isinstance(previous["content"], list)
+                ):
+                    previous["content"].append(block)  # one user message per turn's results
+                else:
+                    out.append({"role": "user", "content": [block]})
+            elif role == "user":
+                out.append({"role": "user", "content": message.get("content", "")})
+        return out  # system messages: Messages takes the system prompt apart
+
     def request(
         self,
         messages: list[dict[str, Any]],

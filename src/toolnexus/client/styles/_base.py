@@ -219,7 +219,7 @@ class Style:
         stream: bool,
         on_text: OnText,
         on_call: OnCall,
-        on_usage: Callable[[Usage], None] | None = None,
+        on_complete: Callable[[AssistantTurn], None] | None = None,
         tool_choice: ToolChoice | None = None,
     ) -> AssistantTurn:
         """Ask the model for its next turn.
@@ -229,9 +229,10 @@ class Style:
         that carries nothing at all is asked again without streaming. The whole turn, retries
         included, must finish within ``turn_timeout``.
 
-        ``on_usage`` hears what the response cost once it is known: for a whole response,
-        before its calls are announced (so a budget sees the cost before those calls start);
-        for a stream, at its end.
+        ``on_complete`` gets the whole turn (its text, calls and cost) as soon as it is known:
+        for a whole response, before its calls are announced, so a budget sees the cost and the
+        session log holds the calls before any of them starts; for a stream, at its end (its
+        first calls may be running by then).
 
         Raises:
             ProviderError: one line saying what went wrong (the server's body in ``detail``).
@@ -250,8 +251,8 @@ class Style:
                     "(turn_timeout): a runaway generation was cut off; set max_tokens in "
                     "request_params, or raise turn_timeout",
                 ) from None
-            if on_usage is not None:
-                on_usage(turn.usage)
+            if on_complete is not None:
+                on_complete(turn)
             if not turn.streamed:  # a whole response: its text and calls are all known now
                 if turn.text:
                     await on_text(turn.text)
@@ -322,6 +323,11 @@ class Style:
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         """The messages of a new request: earlier history, then the user's prompt."""
+        raise NotImplementedError
+
+    def history(self, transcript: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A session's transcript (``Session.messages()``: ``role`` plus the event's data) in
+        this provider's message shape, to carry a conversation on."""
         raise NotImplementedError
 
     def results(

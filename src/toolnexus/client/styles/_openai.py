@@ -45,6 +45,33 @@ class OpenAIStyle(Style):
         messages.append({"role": "user", "content": prompt})
         return messages
 
+    def history(self, transcript: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for message in transcript:
+            role = message["role"]
+            if role == "assistant":
+                calls = [
+                    ToolCall(str(c.get("id", "")), str(c.get("name", "")), c.get("arguments", {}))
+                    for c in message.get("tool_calls") or []
+                ]
+                out.append(
+                    self._turn(str(message.get("content") or ""), calls, Usage(), None).message
+                )
+            elif role == "tool":
+                content = str(message.get("content", ""))
+                if message.get("is_error"):
+                    content = FAILURE_MARK + content
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": message.get("tool_call_id"),
+                        "content": content,
+                    }
+                )
+            else:
+                out.append({"role": role, "content": message.get("content", "")})
+        return out
+
     def request(
         self,
         messages: list[dict[str, Any]],
