@@ -152,3 +152,81 @@ def test_run_context_is_generic_and_defaults_to_no_deps() -> None:
     ctx: RunContext[Any] = RunContext()
     assert ctx.deps is None
     assert RunContext[int](deps=3).deps == 3
+
+
+# -- model fallback ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def backup() -> Iterator[FakeProvider]:
+    server = FakeProvider().start()
+    yield server
+    server.stop()
+
+
+def _dead_url() -> str:
+    closed = FakeProvider().start()
+    url = closed.url
+    closed.stop()
+    return url
+
+
+@pytest.mark.parametrize("failure", ["no answer", "503", "429"])
+async def test_fallback_answers_when_the_primary_cannot(
+    provider: FakeProvider, backup: FakeProvider, failure: str
+) -> None:
+    from toolnexus import create_client
+
+    backup.script(Turn(calls=[("c1", "balance", {"account": "a"})]), Turn(text="from the backup"))
+    if failure == "no answer":
+        primary_url = _dead_url() + "/v1"
+    else:
+        provider.router = lambda body: Turn(status=int(failure))
+        primary_url = provider.url + "/v1"
+    second = create_client(base_url=backup.url + "/v1", model="backup-model", api_key="k")
+    client = create_client(
+        base_url=primary_url,
+        model="primary-model",
+        api_key="k",
+        retries=0,
+        fallback=[second],
+        code_mode="native",
+    )
+    result = await client.run("go", tools=[balance], deps=Bank({"a": 1}))
+    assert result.text == "from the backup" and result.models == ["backup-model", "backup-model"]
+    logged = [e.data for e in result.session.events if e.type == "fallback"]
+    assert len(logged) == 2 and logged[0]["failed"].startswith("primary-model at ")
+    assert logged[0]["next"].startswith("backup-model at ")
+
+
+async def test_no_fallback_for_a_request_the_server_refused(
+    provider: FakeProvider, backup: FakeProvider
+) -> None:
+    from toolnexus import create_client
+    from toolnexus.errors import ConfigurationError, ProviderError
+
+    provider.router = lambda body: Turn(status=400)
+    second = create_client(base_url=backup.url + "/v1", model="b", api_key="k")
+    client = create_client(base_url=provider.url + "/v1", model="a", api_key="k", fallback=[second])
+    with pytest.raises(ProviderError, match="HTTP 400"):
+        await client.run("go")
+    assert backup.requests == []  # the request itself was wrong: another model would refuse it too
+    with pytest.raises(ConfigurationError, match="same style"):
+        create_client(
+            base_url=provider.url, model="a", api_key="k", style="anthropic", fallback=[second]
+        )
+
+
+async def test_no_fallback_once_a_stream_has_been_used(
+    provider: FakeProvider, backup: FakeProvider
+) -> None:
+    from toolnexus import create_client
+    from toolnexus.errors import ProviderError
+
+    provider.script(Turn(text="half an answer", cut=True))
+    second = create_client(base_url=backup.url + "/v1", model="b", api_key="k")
+    client = create_client(base_url=provider.url + "/v1", model="a", api_key="k", fallback=[second])
+    with pytest.raises(ProviderError, match="cut off"):
+        async for _ in client.stream("go"):
+            pass
+    assert backup.requests == []  # text had reached the caller: a second answer would mix in

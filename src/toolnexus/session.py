@@ -44,6 +44,7 @@ SURFACE_TYPES: dict[str, str] = {
 BOOKKEEPING_TYPES = frozenset(
     {
         "code_run",
+        "fallback",
         "tool_call",
         "turn_start",
         "turn_end",

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from toolnexus._checks import int_at_least, positive_int, positive_number
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
+from toolnexus.client._output import Output, output_for
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
@@ -38,7 +39,7 @@ _OPTION_NAMES = frozenset(
         "base_url", "model", "style", "api_key", "max_tool_concurrency", "code_mode", "runtime",
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
-        "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn",
+        "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
     }
 )  # fmt: skip
 
@@ -156,6 +157,8 @@ class Client:
         history: Sequence[Mapping[str, Any]] | None = None,
         session: Session | None = None,
         deps: Any = None,
+        output_type: Any = None,
+        output_retries: int = 1,
     ) -> RunResult:
         """Run the tool loop on ``prompt`` until the model answers or ``max_turns`` is reached.
 
@@ -163,6 +166,10 @@ class Client:
         cancels the run still holds a transcript in which every tool call has a result.
         ``deps`` reaches every tool that takes a ``ctx`` as ``ctx.deps`` (a
         :class:`~toolnexus.RunContext`), for this run only; without it, the client's ``deps``.
+        ``output_type`` (a pydantic model, dataclass, TypedDict or scalar type) asks for a
+        structured answer: the model hands it over through a ``final_result`` tool, it is
+        validated (field errors go back to the model, at most ``output_retries`` times), and
+        ``RunResult.output`` holds the typed value.
 
         Raises:
             ProviderError: the endpoint refused or failed a request (the run so far is in its
@@ -170,7 +177,10 @@ class Client:
             ConfigurationError: a bad argument, before any request.
         """
         result: RunResult | None = None
-        async for event in self._events(prompt, tools, history, session, deps, stream=False):
+        output = _output(output_type, output_retries)
+        async for event in self._events(
+            prompt, tools, history, session, deps, output, stream=False
+        ):
             if isinstance(event, DoneEvent):
                 result = event.result
         assert result is not None
@@ -184,6 +194,8 @@ class Client:
         history: Sequence[Mapping[str, Any]] | None = None,
         session: Session | None = None,
         deps: Any = None,
+        output_type: Any = None,
+        output_retries: int = 1,
     ) -> RunResult:
         """:meth:`run` for code that is not async (scripts, notebooks); blocks until done.
 
@@ -192,7 +204,14 @@ class Client:
         ``await client.run(...)``, which does not block the loop.
         """
         run = functools.partial(
-            self.run, prompt, tools=tools, history=history, session=session, deps=deps
+            self.run,
+            prompt,
+            tools=tools,
+            history=history,
+            session=session,
+            deps=deps,
+            output_type=output_type,
+            output_retries=output_retries,
         )
         try:
             asyncio.get_running_loop()
@@ -231,11 +250,14 @@ class Client:
         history: Sequence[Mapping[str, Any]] | None = None,
         session: Session | None = None,
         deps: Any = None,
+        output_type: Any = None,
+        output_retries: int = 1,
     ) -> AsyncIterator[StreamEvent]:
         """Run the loop with streaming: text deltas, tool calls (announced as soon as their
         arguments are complete, when they also start), tool results in emitted order, usage,
         and finally :class:`~toolnexus.client.DoneEvent` carrying the :class:`RunResult`."""
-        async for event in self._events(prompt, tools, history, session, deps, stream=True):
+        output = _output(output_type, output_retries)
+        async for event in self._events(prompt, tools, history, session, deps, output, stream=True):
             yield event
 
     async def _events(
@@ -245,6 +267,7 @@ class Client:
         history: Sequence[Mapping[str, Any]] | None,
         session: Session | None,
         deps: Any,
+        output: Output | None,
         *,
         stream: bool,
     ) -> AsyncIterator[StreamEvent]:
@@ -264,8 +287,18 @@ class Client:
             # a session with a conversation in it (saved, loaded, interrupted): carry it on
             past = self._config.style.history(transcript(session))
         config = self._config if deps is None else dataclasses.replace(self._config, deps=deps)
-        async for event in agent_loop(config, prompt, chosen, past, log, stream=stream):
+        async for event in agent_loop(
+            config, prompt, chosen, past, log, stream=stream, output=output
+        ):
             yield event
+
+
+def _output(output_type: Any, retries: int) -> Output | None:
+    if output_type is None:
+        return None
+    if not int_at_least(retries, 0):
+        raise ConfigurationError(f"output_retries must be an int >= 0, got {retries!r}.")
+    return output_for(output_type, retries)
 
 
 def create_client(
@@ -288,6 +321,7 @@ def create_client(
     turn_timeout: float | None = 600.0,
     tool_choice: str | None = None,
     tool_choice_every_turn: bool = False,
+    fallback: Sequence[Client] = (),
     request_params: Mapping[str, Any] | None = None,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
@@ -332,6 +366,9 @@ def create_client(
             applied to the first turn of each run (later turns are ``"auto"``), checked against
             the tools the run offers. ``"auto"`` is sent whenever tools are offered, since some
             servers read a missing choice as ``"none"``.
+        fallback: Other clients (same style, other models or endpoints) asked in order when a
+            request fails for a reason that is not the request's fault: no answer, a 5xx, a
+            rate limit after the retries. Recorded in ``RunResult.models`` and the session log.
         tool_choice_every_turn: Apply ``tool_choice`` to every turn (a named or required
             choice then forces a call every turn: the run ends only at ``max_turns``).
         request_params: Merged into every request body (``temperature``, ``max_tokens``, …).
@@ -394,6 +431,12 @@ def create_client(
                 "create_client got tool_choice both as an option and in request_params; keep "
                 "the option (it applies to the first turn, and is checked)."
             )
+    for other in fallback:
+        if not isinstance(other, Client) or other.style_name != style:
+            raise ConfigurationError(
+                f"create_client fallback takes clients of the same style ({style!r}), got "
+                f"{other!r}: the transcript is in that style's shape."
+            )
     built: Style
     if isinstance(model, FunctionModel):
         built = InProcessStyle(model, system_prompt)
@@ -423,6 +466,7 @@ def create_client(
         relay_handler=relay_handler,
         tool_choice=tool_choice,
         tool_choice_every_turn=bool(tool_choice_every_turn),
+        fallback=tuple(other._config.style for other in fallback),
     )
     return Client(
         cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options

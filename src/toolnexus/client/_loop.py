@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolnexus._json import encodable_text, json_problem, loads_strict
+from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
     RunResult,
@@ -45,7 +46,12 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result
-from toolnexus.scheduling._outcome import RETRY, outcome_from_value, outcome_text
+from toolnexus.scheduling._outcome import (
+    RETRY,
+    outcome_from_value,
+    outcome_text,
+    retry_outcome,
+)
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools.tiers import tool_tiers
@@ -98,6 +104,7 @@ class LoopConfig:
     relay_handler: RelayHandler | None = None
     request_gate: asyncio.Semaphore | None = None
     meter: Meter | None = None
+    fallback: tuple[Style, ...] = ()
     tool_choice: str | None = None
     tool_choice_every_turn: bool = False
 
@@ -126,8 +133,10 @@ class _Run:
         tools: Sequence[Tool],
         history: Sequence[dict[str, Any]],
         session: Session,
+        output: Output | None = None,
     ) -> None:
         self.config = config
+        self.output = output
         self.session = session
         self.session.append("user_message", {"content": prompt})
         self.messages = config.style.opening(history, prompt)
@@ -136,6 +145,8 @@ class _Run:
         self.turns = 0
         self.text = ""
         offered = _offered_tools(config, tools)
+        if output is not None:  # offered directly, whatever the mode: the run's way to end
+            offered = [*[t for t in offered if t.name != OUTPUT_TOOL], output.tool]
         _check_tool_choice(config.tool_choice, offered)
         self.kit = Toolkit(offered)
         self.definitions = config.style.tool_definitions(offered)
@@ -149,6 +160,7 @@ class _Run:
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
         self.stopped_by: str | None = None  # a meter's reason, when it ended the run
+        self.models: list[str] = []  # the model that answered each turn
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
 
     def result(self, status: RunStatus) -> RunResult:
@@ -167,6 +179,8 @@ class _Run:
             pending,
             self,
             self.stopped_by,
+            list(self.models),
+            self.output.value if self.output is not None and self.output.received else None,
         )
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
@@ -180,6 +194,26 @@ class _Run:
         )
         self.records.append(entry)
         return entry
+
+    def ask_for_output(self) -> None:
+        """Tell the model to answer through the output tool (counted as one of its tries)."""
+        self.messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
+        self.session.append("user_message", {"content": ASK_FOR_OUTPUT})
+        self.count_retries(
+            [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
+        )
+
+    def fell_back(self, failed: Style, next_style: Style, error: ProviderError) -> None:
+        """Log that ``failed`` could not answer and ``next_style`` is asked instead."""
+        self.session.log_event(
+            "fallback",
+            {
+                "turn": self.turns + 1,
+                "failed": f"{failed.model} at {failed.base_url}",
+                "error": error.message,
+                "next": f"{next_style.model} at {next_style.base_url}",
+            },
+        )
 
     def answered(self, reply: AssistantTurn) -> None:
         """Record a model response: the moment it is known, before its calls start (whole
@@ -259,9 +293,10 @@ async def agent_loop(
     session: Session,
     *,
     stream: bool,
+    output: Output | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Run the loop, yielding events; the last one is :class:`DoneEvent`."""
-    run = _Run(config, prompt, tools, history, session)
+    run = _Run(config, prompt, tools, history, session, output)
     async for event in drive(run, stream=stream):
         yield event
 
@@ -351,10 +386,23 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
             break
         if run.stopped_by is not None:  # a tool's retries ran out
             break
-        if reply is not None and not reply.calls:
+        if run.output is not None and run.output.received:
             status = "done"
             break
+        if reply is not None and not reply.calls:
+            if run.output is None:
+                status = "done"
+                break
+            run.ask_for_output()  # text where a structured result was asked for
+            if run.stopped_by is not None:
+                break
     yield DoneEvent(run.result(status))
+
+
+def not_callers_fault(error: ProviderError) -> bool:
+    """Whether another endpoint might answer where this one failed: no answer at all, a server
+    error, or a rate limit (after the retries); not a refusal of the request itself."""
+    return error.status is None or error.status == 429 or error.status >= 500
 
 
 def _tool_choice(run: _Run) -> str | None:
@@ -370,27 +418,52 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
     lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
-    batch = TurnCalls(lane, run.kit, config.mode, run.ctx, config.relay_handler, config.meter)
+    batch = TurnCalls(
+        lane,
+        run.kit,
+        config.mode,
+        run.ctx,
+        config.relay_handler,
+        config.meter,
+        direct=(OUTPUT_TOOL,) if run.output is not None else (),
+    )
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 
+    announced = False  # whether anything of a response reached the caller (no fallback then)
+
     async def on_text(text: str) -> None:
+        nonlocal announced
+        announced = True
         events.put_nowait(TextDelta(text))
 
     async def on_call(call: ToolCall) -> None:
+        nonlocal announced
+        announced = True
         batch.submit(call)  # starts now, while the response may still be streaming
         events.put_nowait(ToolCallEvent(call))
 
     async def respond() -> AssistantTurn:
+        styles = (config.style, *config.fallback)
         async with config.request_gate or contextlib.nullcontext():  # a shared request cap
-            return await config.style.respond(
-                run.messages,
-                run.definitions,
-                stream=stream,
-                on_text=on_text,
-                on_call=on_call,
-                on_complete=run.answered,
-                tool_choice=_tool_choice(run),
-            )
+            for number, style in enumerate(styles, start=1):
+                try:
+                    turn = await style.respond(
+                        run.messages,
+                        run.definitions,
+                        stream=stream,
+                        on_text=on_text,
+                        on_call=on_call,
+                        on_complete=run.answered,
+                        tool_choice=_tool_choice(run),
+                    )
+                except ProviderError as exc:
+                    if announced or number == len(styles) or not not_callers_fault(exc):
+                        raise
+                    run.fell_back(style, styles[number], exc)
+                    continue
+                run.models.append(style.model)
+                return turn
+        raise AssertionError("unreachable: the last style returns or raises")
 
     responding = asyncio.ensure_future(respond())
     responding.add_done_callback(lambda _: events.put_nowait(None))

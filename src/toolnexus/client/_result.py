@@ -65,6 +65,10 @@ class RunResult:
             answers (pass them to ``client.resume``).
         stopped_by: When a budget ended the run early (``status`` ``"incomplete"``): which one,
             in words (see :class:`Meter`); else ``None``.
+        models: The model that answered each turn, in order (with ``fallback`` clients, the
+            one that did; each fallback is also a ``fallback`` event in the session log).
+        output: With ``output_type``: the validated value the model handed over (an instance
+            of the type); ``None`` when the run ended without one.
     """
 
     text: str
@@ -77,6 +81,8 @@ class RunResult:
     pending: list[ToolCall] = field(default_factory=list)
     _run: Any = field(default=None, repr=False, compare=False)
     stopped_by: str | None = None
+    models: list[str] = field(default_factory=list)
+    output: Any = None
 
 
 @dataclass(frozen=True)

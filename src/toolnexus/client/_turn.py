@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
@@ -42,9 +42,11 @@ class TurnCalls:
         ctx: RunContext[Any],
         relay_handler: RelayHandler | None = None,
         meter: Any = None,
+        direct: Sequence[str] = (),
     ) -> None:
         self._lane = lane
         self._meter = meter
+        self._direct = frozenset(direct)  # called directly even under "code" mode
         self._kit = kit
         self._mode = mode
         self._ctx = ctx
@@ -55,7 +57,8 @@ class TurnCalls:
     def submit(self, call: ToolCall) -> None:
         """Queue ``call`` (never raises)."""
         self.calls.append(call)
-        if collapsed(self._mode, call.name, call):  # before hooks or approval can see it
+        if call.name not in self._direct and collapsed(self._mode, call.name, call):
+            # refused before hooks or approval can see it
             self._answers.append(Outcome.failure(call.name, collapse_message(call.name)))
             return
         checked = precheck(call, self._kit)

@@ -137,11 +137,11 @@ class _Held:
         self.sdk = sdk
         self._keeper = self._keep()
 
-    @classmethod
-    async def start(cls, sdk: Any) -> _Held:
-        held = cls(sdk)
-        await held._keeper.__anext__()  # suspended at its yield until the loop shuts down
-        return held
+    async def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Held by the loop itself, not by the client: a client dropped after one run must
+        # not take its connections' closer with it.
+        _HELD_BY_LOOP.setdefault(loop, []).append(self)
+        await self._keeper.__anext__()  # suspended at its yield until the loop shuts down
 
     async def _keep(self) -> AsyncGenerator[None, None]:
         try:
@@ -151,6 +151,11 @@ class _Held:
 
     async def close(self) -> None:
         await self._keeper.aclose()
+
+
+_HELD_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Held]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class Style:
@@ -200,15 +205,20 @@ class Style:
             made = await asyncio.to_thread(self._connect, await tls_context())
             held = self._sdks.get(loop)
             if held is None:
-                held = self._sdks[loop] = await _Held.start(made)
+                held = self._sdks[loop] = _Held(made)
+                await held.start(loop)
             else:  # another run of this loop made one meanwhile
                 await made.close()
         return held.sdk
 
     async def aclose(self) -> None:
         """Close the SDK client of the running loop (a later run makes a new one)."""
-        held = self._sdks.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        held = self._sdks.pop(loop, None)
         if held is not None:
+            kept = _HELD_BY_LOOP.get(loop, [])
+            if held in kept:
+                kept.remove(held)
             await held.close()
 
     async def respond(
