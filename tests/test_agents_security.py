@@ -4,6 +4,7 @@ included), posts and prompts are data, and search works in every script."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -173,3 +174,43 @@ async def test_tool_search_finds_tools_by_words_of_any_script(query: str, expect
 def nothing() -> str:
     """Nothing."""
     return ""
+
+
+# -- ergonomics: definitions in teams, one-call runs, streamed team events ------------------------
+
+
+async def test_a_team_of_definitions_and_a_one_call_run(provider: FakeProvider) -> None:
+    from test_agents import COORDINATE, router
+
+    provider.router = router(delay=0)
+    client = create_client(
+        base_url=provider.url + "/v1", model="m", api_key="k", code_mode="native"
+    )
+    researcher = agent("researcher", instructions=RESEARCH)
+    coordinator = agent("coordinator", instructions=COORDINATE, team=[researcher])
+    runtime = AgentRuntime([coordinator], client=client)
+    assert set(runtime.definitions) == {"coordinator", "researcher"}
+    seen: list[tuple[str, str]] = []
+
+    async def watch() -> None:
+        async for event in runtime.events():
+            seen.append(event)
+
+    watching = asyncio.ensure_future(watch())
+    await asyncio.sleep(0)
+    result = await runtime.run("coordinator", "research two topics")
+    await asyncio.sleep(0)
+    watching.cancel()
+    assert result.status == "done"
+    assert seen[0] == ("spawned", "root/coordinator.1") and seen[-1][0] == "closed"
+    assert any(event == "started" and "researcher" in who for event, who in seen)
+    assert seen == list(runtime.trace)
+
+
+def test_team_members_must_be_names_or_definitions() -> None:
+    with pytest.raises(ConfigurationError, match="a team member must be an agent name"):
+        agent("a", instructions="", team=[3])  # type: ignore[list-item]
+    clash = agent("researcher", instructions="other")
+    lead = agent("lead", instructions="", team=[clash])
+    with pytest.raises(ConfigurationError, match="two different agents are named 'researcher'"):
+        AgentRuntime([agent("researcher", instructions="one"), lead], client=None)  # type: ignore[arg-type]

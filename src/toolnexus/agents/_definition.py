@@ -60,6 +60,8 @@ class AgentDefinition:
     model: str | None = None
     code_mode: str | None = None
     budget: Budget | None = None
+    members: tuple[AgentDefinition, ...] = ()
+    """Team members given as definitions (``team`` holds every member's name)."""
 
 
 def agent(
@@ -67,7 +69,7 @@ def agent(
     *,
     instructions: str,
     tools: Sequence[Tool] = (),
-    team: Sequence[str] = (),
+    team: Sequence[str | AgentDefinition] = (),
     model: str | None = None,
     code_mode: str | None = None,
     budget: Budget | None = None,
@@ -78,7 +80,9 @@ def agent(
         name: How the agent is spawned and named in ids (no ``/``).
         instructions: Its system prompt.
         tools: Its own tools (an agent with a team also gets the ``task`` tool).
-        team: Names of the agents it may delegate to with ``task``.
+        team: The agents it may delegate to with ``task``: names of agents given to the
+            runtime, or definitions (the runtime then knows them too, their own teams
+            included).
         model: Overrides the client's model (same endpoint).
         code_mode: Overrides the client's code mode.
         budget: Its default budget.
@@ -94,6 +98,29 @@ def agent(
         raise ConfigurationError(f"agent {name!r}: instructions must be a string.")
     if isinstance(team, str):
         raise ConfigurationError(
-            f"agent {name!r}: team must be a list of agent names, e.g. [{team!r}]."
+            f"agent {name!r}: team must be a list of agents (names or definitions), e.g. "
+            f"[{team!r}]."
         )
-    return AgentDefinition(name, instructions, tuple(tools), tuple(team), model, code_mode, budget)
+    names: list[str] = []
+    members: list[AgentDefinition] = []
+    for member in team:
+        if isinstance(member, AgentDefinition):
+            members.append(member)
+            names.append(member.name)
+        elif isinstance(member, str) and member:
+            names.append(member)
+        else:
+            raise ConfigurationError(
+                f"agent {name!r}: a team member must be an agent name or an agent(...) "
+                f"definition, got {member!r}."
+            )
+    return AgentDefinition(
+        name,
+        instructions,
+        tuple(tools),
+        tuple(names),
+        model,
+        code_mode,
+        budget,
+        tuple(members),
+    )

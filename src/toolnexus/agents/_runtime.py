@@ -19,7 +19,7 @@ import itertools
 import json
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -119,6 +119,26 @@ class _TreeMeter:
         return None
 
 
+class _Trace(list[tuple[str, str]]):
+    """The runtime's event list, which also feeds every :meth:`AgentRuntime.events` iterator."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[asyncio.Queue[tuple[str, str]]] = []
+
+    def append(self, event: tuple[str, str]) -> None:
+        super().append(event)
+        for queue in self.listeners:
+            queue.put_nowait(event)
+
+
+def _with_members(agents: Sequence[AgentDefinition]) -> Iterator[AgentDefinition]:
+    """Every definition in ``agents`` and, depth first, in their teams."""
+    for definition in agents:
+        yield definition
+        yield from _with_members(definition.members)
+
+
 def _coalesce(prompts: deque[str], inbox: deque[str]) -> str:
     parts = list(prompts)
     if inbox:
@@ -163,7 +183,13 @@ class AgentRuntime:
             if definition.name in self.definitions:
                 raise ConfigurationError(f"two agents are named {definition.name!r}.")
             self.definitions[definition.name] = definition
-        for definition in agents:
+        for definition in list(_with_members(agents)):  # team members given as definitions
+            known = self.definitions.setdefault(definition.name, definition)
+            if known is not definition and known != definition:
+                raise ConfigurationError(
+                    f"two different agents are named {definition.name!r} (one given in a team)."
+                )
+        for definition in self.definitions.values():
             unknown = [n for n in definition.team if n not in self.definitions]
             if unknown:
                 raise ConfigurationError(
@@ -177,9 +203,34 @@ class AgentRuntime:
         self._numbers = itertools.count(1)
         everyone = AgentDefinition("root", "", team=tuple(self.definitions))
         self.root = Handle("root", everyone, None, Budget())
-        self.trace: list[tuple[str, str]] = []  # (event, handle id): spawned, queued, started, ...
+        self.trace = _Trace()  # (event, handle id): spawned, queued, started, finished, closed
 
     # -- verbs -----------------------------------------------------------------------------------
+
+    async def run(self, name: str, prompt: str, *, budget: Budget | None = None) -> TaskResult:
+        """Spawn agent ``name`` under the root, give it ``prompt``, wait, close it: one call.
+
+        Raises:
+            AgentError: as :meth:`spawn` does.
+        """
+        handle = self.spawn(self.root, name, budget)
+        try:
+            self.wake(handle, prompt)
+            return await self.wait(handle)
+        finally:
+            await self.close(handle)
+
+    async def events(self) -> AsyncIterator[tuple[str, str]]:
+        """The team's events as they happen: ``(event, agent id)`` with ``event`` one of
+        ``spawned``, ``queued``, ``started``, ``finished``, ``closed``. Runs until the caller
+        stops iterating (each iterator sees the events from when it started)."""
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.trace.listeners.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self.trace.listeners.remove(queue)
 
     def spawn(self, parent: Handle, name: str, budget: Budget | None = None) -> Handle:
         """A new child of ``parent`` running agent ``name``; returns at once.
