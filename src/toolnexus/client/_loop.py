@@ -162,6 +162,7 @@ class _Run:
         self.stopped_by: str | None = None  # a meter's reason, when it ended the run
         self.models: list[str] = []  # the model that answered each turn
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
+        self.decoded: dict[int, Any] = {}  # id(call) -> its arguments, decoded once
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -183,11 +184,19 @@ class _Run:
             self.output.value if self.output is not None and self.output.received else None,
         )
 
+    def decode(self, call: ToolCall) -> Any:
+        """The call's arguments, decoded once per call (for the transcript, the records and
+        the call itself): a JSON object, or the raw text when it is not one."""
+        key = id(call)
+        if key not in self.decoded:
+            self.decoded[key] = _arguments(call)
+        return self.decoded[key]
+
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
         entry = ToolCallRecord(
             call.id,
             call.name,
-            _arguments(call),
+            snapshot(self.decode(call)),  # a copy of its own
             outcome_text(outcome),
             not outcome.ok,
             outcome.metadata,
@@ -224,15 +233,12 @@ class _Run:
             self.config.meter.spend(reply.usage)
         self.text = reply.text
         self.messages.append(reply.message)
-        self.session.append(
-            "assistant_message",
-            {
-                "content": reply.text,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": _arguments(c)} for c in reply.calls
-                ],
-            },
-        )
+        calls = [
+            {"id": call.id, "name": call.name, "arguments": self.decode(call)}
+            for call in reply.calls
+        ]
+        # built here from decoded JSON and text: JSON-shaped already, so not copied again
+        self.session._append_json("assistant_message", {"content": reply.text, "tool_calls": calls})
 
     def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
         self.messages.extend(self.config.style.results(calls, outcomes))
@@ -426,6 +432,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         config.relay_handler,
         config.meter,
         direct=(OUTPUT_TOOL,) if run.output is not None else (),
+        decode=run.decode,
     )
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
-from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall
+from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.tools import Toolkit
@@ -43,8 +43,10 @@ class TurnCalls:
         relay_handler: RelayHandler | None = None,
         meter: Any = None,
         direct: Sequence[str] = (),
+        decode: Callable[[ToolCall], Any] | None = None,
     ) -> None:
         self._lane = lane
+        self._decode = decode  # the run's once-per-call decoding of arguments
         self._meter = meter
         self._direct = frozenset(direct)  # called directly even under "code" mode
         self._kit = kit
@@ -61,7 +63,10 @@ class TurnCalls:
             # refused before hooks or approval can see it
             self._answers.append(Outcome.failure(call.name, collapse_message(call.name)))
             return
-        checked = precheck(call, self._kit)
+        decoded = None  # text the run decoded strictly already (a mapping is checked here)
+        if self._decode is not None and isinstance(call.arguments, str):
+            decoded = self._decode(call)
+        checked = precheck(call, self._kit, decoded if isinstance(decoded, dict) else None)
         if isinstance(checked, Outcome):
             self._answers.append(checked)
             return
@@ -81,7 +86,7 @@ class TurnCalls:
 
     async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:
         assert self._relay_handler is not None
-        request = ToolCall(call.id, call.name, args)
+        request = ToolCall(call.id, call.name, snapshot(args))  # the handler's own copy
         try:
             return outcome_from_value(call.name, await maybe_await(self._relay_handler(request)))
         except Exception as exc:

@@ -70,15 +70,21 @@ def _json_kind(value: object) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outcome:
-    """The tool and arguments of a call that may run, or the error outcome of one that may not."""
+def precheck(
+    call: ToolCall, kit: Toolkit, decoded: dict[str, Any] | None = None
+) -> tuple[Tool, dict[str, Any]] | Outcome:
+    """The tool and arguments of a call that may run, or the error outcome of one that may not.
+
+    ``decoded``: the call's arguments already decoded by :func:`parse_arguments` (the agent
+    loop decodes each call once, for its transcript too); they are then not parsed again.
+    """
     tool = kit.get(call.name)
     if tool is None:
         available = ", ".join(kit.names) or "none"
         return Outcome.failure(
             call.name, f"unknown tool '{call.name}'; available tools: {available}"
         )
-    args = parse_arguments(call.arguments)
+    args = decoded if decoded is not None else parse_arguments(call.arguments)
     if isinstance(args, str):
         return retry_outcome(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:
@@ -89,8 +95,11 @@ def precheck(call: ToolCall, kit: Toolkit) -> tuple[Tool, dict[str, Any]] | Outc
 
 
 def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> None:
-    """Append the ``tool_result`` surface event of ``call`` (what the model is handed back)."""
-    session.append(
+    """Append the ``tool_result`` surface event of ``call`` (what the model is handed back).
+
+    The data is built here from strings and a bool, so the log's check-and-copy is skipped.
+    """
+    session._append_json(
         "tool_result",
         {
             "tool_call_id": call.id,

@@ -10,17 +10,14 @@ leaves the pool when its tool finally returns.
 
 from __future__ import annotations
 
-import collections
 import contextvars
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 __all__ = ["TOOL_THREADS", "ToolThreads"]
-
-IDLE_SECONDS = 60.0
-"""An idle thread ends after this long; the next call starts a new one."""
 
 
 class _Job:
@@ -37,29 +34,27 @@ class ToolThreads:
 
     Why 64 by default, and not the event loop's executor: on a 2-core machine that has 6
     threads, which would silently cap ten overlapping blocking reads at six; sixty-four cover
-    any sensible ``max_parallel`` while still bounding a runaway.
+    any sensible ``max_parallel`` while still bounding a runaway. Built like the standard
+    ``ThreadPoolExecutor`` (a C queue of jobs, a semaphore counting idle threads), which keeps
+    a call's thread hop as cheap as there.
     """
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)  # one token per thread waiting for a job
         self._lock = threading.Lock()
-        self._ready = threading.Condition(self._lock)
-        self._queue: collections.deque[_Job] = collections.deque()
         self._threads = 0  # alive, written-off ones included
-        self._idle = 0  # threads waiting for a job
-        self._wakeups = 0  # notifications sent that no waiting thread has taken up yet
         self._written_off = 0  # running calls that no longer count against size
 
     def submit(self, fn: Callable[[], Any]) -> _Job:
         """Run ``fn()`` on a pool thread; its result or exception lands in ``job.future``."""
         job = _Job(fn)
-        with self._lock:
-            self._queue.append(job)
-            if self._idle > self._wakeups:  # an idle thread that no job has woken yet
-                self._wakeups += 1
-                self._ready.notify()
-            elif self._threads - self._written_off < self.size:
-                self._start_thread()
+        self._jobs.put(job)
+        if not self._idle.acquire(blocking=False):  # no idle thread will take it: start one
+            with self._lock:
+                if self._threads - self._written_off < self.size:
+                    self._start_thread()
         return job
 
     def write_off(self, job: _Job) -> None:
@@ -69,9 +64,8 @@ class ToolThreads:
                 return
             job.written_off = True
             self._written_off += 1
-            free = self._threads - self._written_off < self.size
-            if self._queue and not self._idle and free:  # its place is free: serve the queue
-                self._start_thread()
+            if self._jobs.qsize() and self._threads - self._written_off < self.size:
+                self._start_thread()  # its place is free again: serve the queue
 
     @property
     def stuck(self) -> int:
@@ -85,17 +79,7 @@ class ToolThreads:
 
     def _work(self) -> None:
         while True:
-            with self._lock:
-                while not self._queue:
-                    self._idle += 1
-                    self._ready.wait(IDLE_SECONDS)
-                    self._idle -= 1
-                    if self._wakeups:  # woken for a job (or as good as): look at the queue
-                        self._wakeups -= 1
-                    elif not self._queue:  # idle for IDLE_SECONDS: end
-                        self._threads -= 1
-                        return
-                job = self._queue.popleft()
+            job = self._jobs.get()
             if job.future.set_running_or_notify_cancel():
                 try:
                     result = job.fn()
@@ -109,6 +93,7 @@ class ToolThreads:
                     if self._threads - self._written_off > self.size:
                         self._threads -= 1
                         return
+            self._idle.release()
 
 
 TOOL_THREADS = ToolThreads()
