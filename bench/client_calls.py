@@ -42,7 +42,8 @@ async def through_the_loop(count: int) -> float:
     started = time.perf_counter()
     result = await client.run("go", tools=[noop])
     elapsed = time.perf_counter() - started
-    assert len(result.tool_calls) == count and result.text == "done"
+    assert len(result.tool_calls) == count
+    assert result.text == "done"
     return elapsed
 
 
