@@ -27,9 +27,7 @@ def noop(n: int, label: str = "x") -> int:
 
 
 def calls_for(count: int) -> list[ToolCall]:
-    return [
-        ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(count)
-    ]
+    return [ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(count)]
 
 
 async def through_the_loop(count: int) -> float:
