@@ -86,3 +86,31 @@ def test_misuse_is_explained() -> None:
     bad = create_client(model=FunctionModel(lambda m, t: 42), code_mode="native")
     with pytest.raises(ConfigurationError, match="return a string, a list of ToolCall"):
         asyncio.run(bad.run("c"))
+
+
+def test_the_library_and_its_test_models_need_no_provider_sdk() -> None:
+    """The main install has neither official SDK (they are extras): importing toolnexus and
+    running an agent on an in-process model must still work."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["openai"] = None  # as if not installed: importing it raises ImportError
+        sys.modules["anthropic"] = None
+        from toolnexus import create_client
+        from toolnexus.testing import ScriptedModel
+        print(create_client(model=ScriptedModel(["hi"]), code_mode="native").run_sync("x").text)
+        try:
+            create_client(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+        except Exception as error:
+            print(type(error).__name__, "pip install openai" in str(error))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["hi", "ConfigurationError True"]

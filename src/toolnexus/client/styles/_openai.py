@@ -6,7 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import openai
+try:
+    import openai
+
+    _SDK_ERRORS: tuple[type[Exception], ...] = (openai.APIError,)
+except ImportError:  # the in-process test models reuse this style's shapes without the SDK
+    _SDK_ERRORS = ()
 
 from toolnexus.client.styles._base import (
     CHOICE_WORDS,
@@ -32,7 +37,7 @@ class OpenAIStyle(Style):
 
     name = "openai"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
-    sdk_errors: tuple[type[Exception], ...] = (openai.APIError,)
+    sdk_errors: tuple[type[Exception], ...] = _SDK_ERRORS
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         return Toolkit(tools).to_openai()
