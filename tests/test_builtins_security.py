@@ -370,3 +370,37 @@ def test_the_tool_pool_runs_as_many_jobs_as_its_size_whether_its_threads_are_new
     for job in jobs:
         job.future.result(10)
     assert running[1] == 4
+
+
+TRICKY_PATTERNS = [
+    r"^import",
+    r"os$",
+    r"^$",
+    r"\bfoo\b",
+    r"a.b",
+    r"[^x]+$",
+    r"(?i)^FOO",
+    r"x*",
+    r"^\s+\S",
+    r"\Afoo",
+    r"bar\z",
+    r"(?-m)^second",
+    r"o\nb",
+    r"^line\d$",
+]
+TRICKY_TEXT = "import os\nfoo\rsecond\x0bline1\x0cline22\n\nbar \u2028a\tb\r\nlast foo"
+
+
+@pytest.mark.parametrize("pattern", TRICKY_PATTERNS)
+async def test_the_whole_file_screen_never_changes_what_grep_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
+) -> None:
+    """grep screens each file with one search before searching it line by line; the result
+    must be exactly the line-by-line one, whatever the line separators and anchors."""
+    from toolnexus.tools.builtins import _grep
+
+    (tmp_path / "a.txt").write_text(TRICKY_TEXT, encoding="utf-8", newline="")
+    grep = next(t for t in builtin_tools(tmp_path) if t.name == "grep")
+    screened = await call(grep, pattern=pattern, output_mode="content")
+    monkeypatch.setattr(_grep, "file_screen", lambda pattern: None)
+    assert await call(grep, pattern=pattern, output_mode="content") == screened

@@ -112,6 +112,25 @@ def walk_files(root: Root, base: Path) -> Iterator[Path]:
         pending.extend(reversed(subfolders))
 
 
+def file_screen(pattern: str) -> Any:
+    """A regex that finds a match in a file's lines joined by ``\\n`` whenever any single line
+    matches ``pattern``, or ``None`` when there is no such shortcut.
+
+    Why: one search per file instead of one per line (the RE2 wrapper's cost is per call, so
+    most files, which do not match, cost one call). In multi-line mode ``^`` and ``$`` match at
+    the joins exactly as at the ends of a line; a match that spans a join only lets a file
+    through to the line-by-line search, which decides. ``\\A`` and ``\\z`` mean the whole
+    text there, not each line, and a flag group could turn multi-line mode off, so such
+    patterns are searched line by line only.
+    """
+    if "\\A" in pattern or "\\z" in pattern or ("(?" in pattern and "-" in pattern):
+        return None  # whole-text anchors, or flags that might turn multi-line mode off
+    try:
+        return compile_pattern("(?m)" + pattern)
+    except ValueError:
+        return None
+
+
 def grep_tool(root: Root) -> Tool:
     """``grep`` working under ``root``."""
 
@@ -137,6 +156,7 @@ def grep_tool(root: Root) -> Tool:
             limit: How many result lines to return at most.
         """
         regex = compile_pattern(pattern)
+        screen = file_screen(pattern)
         base = root.resolve(path)
         if not base.exists():
             raise FileNotFoundError(f"no file or folder {path}")
@@ -155,6 +175,8 @@ def grep_tool(root: Root) -> Tool:
             if is_binary(data[:8192]):
                 continue
             lines = data.decode("utf-8", errors="replace").splitlines()
+            if screen is not None and screen.search("\n".join(lines)) is None:
+                continue  # no line can match: skip the line-by-line search
             hits = [(n, line) for n, line in enumerate(lines, start=1) if regex.search(line)]
             if not hits:
                 continue
