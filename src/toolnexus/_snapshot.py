@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "snapshot"]
+__all__ = ["MAX_DEPTH", "safe_repr", "snapshot"]
 
 MAX_DEPTH = 64
 """Containers nested deeper than this are rendered with ``repr()`` instead of copied."""
@@ -28,7 +28,8 @@ def _big_int(value: int) -> str:
     return f"<int of {value.bit_length()} bits, too large for JSON>"
 
 
-def _render(value: object) -> str:
+def safe_repr(value: object) -> str:
+    """``repr(value)``, or a stand-in naming its type when its ``__repr__`` raises."""
     try:
         return repr(value)
     except Exception:  # a broken __repr__ must not break the snapshot
@@ -47,7 +48,7 @@ def _key(key: object) -> str:
         return int.__repr__(key)
     if isinstance(key, float) and math.isfinite(key):
         return float.__repr__(key)
-    return _render(key)
+    return safe_repr(key)
 
 
 _SCALARS = frozenset({str, bool, type(None)})
@@ -75,10 +76,10 @@ def _copy(value: Any, depth: int, path: set[int]) -> Any:
     if kind is int:
         return value if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if kind is float:
-        return value if math.isfinite(value) else _render(value)
+        return value if math.isfinite(value) else safe_repr(value)
     if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
         if depth >= MAX_DEPTH or id(value) in path:
-            return _render(value)
+            return safe_repr(value)
         path.add(id(value))
         try:
             if kind is dict or isinstance(value, Mapping):
@@ -96,8 +97,8 @@ def _copy(value: Any, depth: int, path: set[int]) -> Any:
     if isinstance(value, int):
         return int(value) if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if isinstance(value, float):
-        return float(value) if math.isfinite(value) else _render(value)
-    return _render(value)
+        return float(value) if math.isfinite(value) else safe_repr(value)
+    return safe_repr(value)
 
 
 def snapshot(value: Any) -> Any:
@@ -129,4 +130,4 @@ def snapshot(value: Any) -> Any:
     try:
         return _copy(value, 0, set())
     except Exception:  # a hostile Mapping (raising items(), ...) still yields a snapshot
-        return _render(value)
+        return safe_repr(value)

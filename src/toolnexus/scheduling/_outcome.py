@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolnexus._json import encodable_text
-from toolnexus._snapshot import snapshot
+from toolnexus._snapshot import safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
 from toolnexus.tools import ToolResult
 
@@ -115,17 +115,10 @@ def _result_text(output: Any) -> str:
     if isinstance(output, str):
         return encodable_text(str.__str__(output))
     try:
-        text = json.dumps(output, ensure_ascii=False, default=_repr)
+        text = json.dumps(output, ensure_ascii=False, default=safe_repr)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(snapshot(output), ensure_ascii=False)
     return encodable_text(text)
-
-
-def _repr(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception:  # a broken __repr__ still yields text
-        return f"<unrepresentable {type(value).__name__} object>"
 
 
 def outcome_text(outcome: Outcome) -> str:
