@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
+from fake_provider import FakeProvider
 from helpers import Probe, RuntimeFactory
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """A scripted model endpoint on 127.0.0.1 (see ``fake_provider.FakeProvider``)."""
+    server = FakeProvider().start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -57,13 +56,6 @@ def router(delay: float = 0.3, code_mode: bool = False) -> Any:
         return Turn(calls=calls)
 
     return route
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 def runtime_for(

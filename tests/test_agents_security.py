@@ -5,7 +5,6 @@ included), posts and prompts are data, and search works in every script."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,6 @@ from toolnexus.agents import AgentError, AgentRuntime, Budget, agent
 from toolnexus.client import Client, create_client
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools.tiers import tool_tiers
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 async def test_a_child_whose_run_raises_ends_its_wake_and_frees_its_slot(

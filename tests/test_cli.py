@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,13 +187,6 @@ def test_sdk_prints_what_the_model_would_see(toolnexus: Any) -> None:
         done = toolnexus("sdk", "--language", language, "--tools", EXAMPLE_TOOLS, "--no-builtins")
         assert done.returncode == 0
         assert done.stdout == render_sdk(language, example_tools.TOOLS) + "\n"
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 def test_chat_streams_text_and_shows_tool_calls(toolnexus: Any, provider: FakeProvider) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,14 +16,6 @@ from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome
 from toolnexus.tools import ToolHooks
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
-
 
 STYLES = ["openai", "anthropic"]
 

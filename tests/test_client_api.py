@@ -19,13 +19,6 @@ from toolnexus import ModelRetry, RunContext, Tool, ToolHints, tool
 TYPED = Path(__file__).parent / "typed"
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
-
-
 class Bank:
     def __init__(self, balances: dict[str, int]) -> None:
         self.balances = balances

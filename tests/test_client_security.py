@@ -4,7 +4,6 @@ HTTP on 127.0.0.1 (see ``fake_provider.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,13 +17,6 @@ from toolnexus.tools.relay import relay_tool
 
 STYLES = ["openai", "anthropic"]
 MODES = [False, True]  # streaming
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 received: list[Any] = []

@@ -29,13 +29,6 @@ def llama() -> Iterator[FakeProvider]:
     server.stop()
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
-
-
 side_effects: list[str] = []
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,6 @@ from toolnexus import Session, ToolCall, ToolHints, create_client, tool
 from toolnexus.client._resume import INTERRUPTED
 from toolnexus.errors import SessionError
 from toolnexus.testing import ScriptedModel
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 @tool(hints=ToolHints(read_only=True))

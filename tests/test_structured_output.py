@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -129,13 +128,6 @@ async def test_the_output_tool_is_offered_directly_in_code_mode() -> None:
     model = ScriptedModel([[final({"result": "x"})]])
     result = await create_client(model=model, code_mode="code").run("go", output_type=str)
     assert result.output == "x"
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize("style", ["openai", "anthropic"])

@@ -111,13 +111,6 @@ async def test_a_code_run_is_a_span_holding_its_sub_calls(
     assert failed_run.attributes is not None and failed_run.attributes["error.type"] == "exception"
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    server = FakeProvider().start()
-    yield server
-    server.stop()
-
-
 async def test_model_requests_are_client_spans_with_usage(
     spans: InMemorySpanExporter, provider: FakeProvider
 ) -> None:
