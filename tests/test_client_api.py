@@ -223,3 +223,16 @@ async def test_no_fallback_once_a_stream_has_been_used(
         async for _ in client.stream("go"):
             pass
     assert backup.requests == []  # text had reached the caller: a second answer would mix in
+
+
+async def test_later_calls_never_get_the_arguments_of_earlier_ones(provider: FakeProvider) -> None:
+    """A wide turn, then one call a turn, over HTTP (each call a new object, the old ones
+    freed): every call must run with its own arguments."""
+    reads = [(f"r{i}", "balance", {"account": f"a{i}"}) for i in range(20)]
+    singles = [Turn(calls=[(f"w{i}", "balance", {"account": f"b{i}"})]) for i in range(5)]
+    provider.script(Turn(calls=reads), *singles, Turn(text="done"))
+    bank = Bank({**{f"a{i}": i for i in range(20)}, **{f"b{i}": 100 + i for i in range(5)}})
+    result = await client_for(provider, "openai").run("go", tools=[balance], deps=bank)
+    assert [r.output for r in result.tool_calls] == [str(i) for i in range(20)] + [
+        str(100 + i) for i in range(5)
+    ]

@@ -114,3 +114,31 @@ def test_the_library_and_its_test_models_need_no_provider_sdk() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["hi", "ConfigurationError True"]
+
+
+def test_every_call_gets_its_own_arguments_across_many_turns() -> None:
+    """Each call's arguments are decoded once per run; a call of a later turn must never be
+    handed those of an earlier one (whose object may be gone, its id reused)."""
+    received: list[str] = []
+
+    @tool(hints=ToolHints(read_only=True))
+    def visit(city: str) -> str:
+        """Visit a city."""
+        received.append(city)
+        return city
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        done = sum(m["role"] == "tool" for m in messages)
+        if done == 0:  # a wide first turn, then one call a turn (new objects every time)
+            return [ToolCall(f"r{i}", "visit", f'{{"city": "wide {i}"}}') for i in range(20)]
+        if done < 30:
+            return [ToolCall(f"c{done}", "visit", f'{{"city": "city {done}"}}')]
+        return "done"
+
+    expected = [f"wide {i}" for i in range(20)] + [f"city {i}" for i in range(20, 30)]
+    for _ in range(5):
+        received.clear()
+        client = create_client(model=FunctionModel(model), code_mode="native", max_turns=50)
+        result = client.run_sync("tour", tools=[visit])
+        assert received == expected
+        assert [r.arguments["city"] for r in result.tool_calls] == expected

@@ -162,7 +162,7 @@ class _Run:
         self.stopped_by: str | None = None  # a meter's reason, when it ended the run
         self.models: list[str] = []  # the model that answered each turn
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
-        self.decoded: dict[int, Any] = {}  # id(call) -> its arguments, decoded once
+        self.decoded: dict[int, tuple[ToolCall, Any]] = {}  # id(call) -> (call, its arguments)
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -187,10 +187,12 @@ class _Run:
     def decode(self, call: ToolCall) -> Any:
         """The call's arguments, decoded once per call (for the transcript, the records and
         the call itself): a JSON object, or the raw text when it is not one."""
-        key = id(call)
-        if key not in self.decoded:
-            self.decoded[key] = _arguments(call)
-        return self.decoded[key]
+        # keyed by id, and holding the call: while it is held its id cannot be reused by a
+        # later call (ToolCall's own hash would need hashable arguments, which dicts are not)
+        held = self.decoded.get(id(call))
+        if held is None or held[0] is not call:
+            held = self.decoded[id(call)] = (call, _arguments(call))
+        return held[1]
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
         entry = ToolCallRecord(
