@@ -256,3 +256,47 @@ def test_chat_asks_before_a_call_that_changes_the_machine(
     assert not (tmp_path / "a.txt").exists()
     done = toolnexus(*base, stdin="write b\ny\n", env={"OPENAI_API_KEY": "k"})
     assert (tmp_path / "b.txt").read_text() == "y"
+
+
+def test_the_timeline_shows_which_call_and_file_a_waiting_call_waited_for(
+    toolnexus: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("v0\n")
+    # a slow formatter that declares the file it rewrites, so the wait cannot be missed
+    (tmp_path / "slow.py").write_text(
+        "import time\n"
+        "from pathlib import Path\n"
+        "from toolnexus import Resources, tool\n\n"
+        "@tool(resources=lambda args: Resources(writes=[str(Path(args['path']).resolve())]))\n"
+        "def format_file(path: str) -> str:\n"
+        '    """Format a file (slowly)."""\n'
+        "    time.sleep(0.3)\n"
+        "    return path\n\n"
+        "TOOLS = [format_file]\n"
+    )
+    program = tmp_path / "edits.py"
+    program.write_text(
+        "import asyncio\n"
+        "await asyncio.gather(\n"
+        '    tools.format_file({"path": "a.py"}),\n'
+        '    tools.edit({"path": "b.py", "old_string": "v0", "new_string": "v1"}),\n'
+        '    tools.edit({"path": "a.py", "old_string": "v0", "new_string": "v1"}),\n'
+        ")\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+    tools = f"{tmp_path / 'slow.py'}:TOOLS"
+    done = toolnexus("run-code", str(program), "--resource-keys", "--tools", tools)
+    assert done.returncode == 0, done.stderr
+    assert "waited for" in done.stdout
+    assert "#1 (a.py)" in done.stdout  # the edit of a.py waited for the formatter, on a.py
+    assert "what ran together: [1 2" in done.stdout  # the formatter and the edit of b.py
+    assert (tmp_path / "a.py").read_text() == "v1\n"
+
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("v0\n")
+    done = toolnexus("run-code", str(program), "--tools", tools)  # without keys
+    assert "what ran together: [1]  ->  [2]  ->  [3]" in done.stdout  # each runs alone
+    # each edit (unsafe: it writes everything) waited for the first call still uncommitted
+    assert done.stdout.count("#1 (everything)") == 2

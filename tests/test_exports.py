@@ -21,7 +21,7 @@ import toolnexus.tools.tiers
 
 EXPECTED = {
     toolnexus: [
-        "ConfigurationError", "ModelRetry", "Outcome", "ProviderError", "RunContext",
+        "ConfigurationError", "ModelRetry", "Outcome", "ProviderError", "Resources", "RunContext",
         "Scheduler", "Session", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
         "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
@@ -39,14 +39,15 @@ EXPECTED = {
         "create_client",
     ],
     toolnexus.scheduling: [
-        "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket", "ToolCall",
-        "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
+        "EVERYTHING", "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
+        "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.tools: [
-        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Tool", "ToolHints",
-        "ToolHooks", "ToolResult", "Toolkit", "concurrency_mode", "tool",
+        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Resources",
+        "ResourcesFunction", "Tool", "ToolHints", "ToolHooks", "ToolResult", "Toolkit",
+        "classify", "concurrency_mode", "tool",
     ],
     toolnexus.tools.builtins: [
         "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",

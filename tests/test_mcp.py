@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from toolnexus import Resources
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall, concurrency_mode, run_batch
 from toolnexus.tools.mcp import mcp_servers, parse_config
@@ -250,3 +251,36 @@ def test_transports_are_named_and_checked() -> None:
         parse_config({"x": {"url": "http://h", "transport": "carrier-pigeon"}})
     with pytest.raises(ConfigurationError, match="connect_timeout"):
         parse_config({"x": {"url": "http://h", "connect_timeout": -1}})
+
+
+async def test_resources_from_argument_names_let_writes_to_different_keys_overlap() -> None:
+    config = {"mcpServers": {"s": stdio(resources={"store": {"writes_arg": "key"}})}}
+    async with mcp_servers(config) as tools:
+        named = {t.name: t for t in tools}
+        assert named["s_lookup"].resources is None  # no entry: its annotations decide
+        different = [ToolCall(f"w{k}", "s_store", {"key": k, "delay": 0.1}) for k in "abc"]
+        assert all(o.ok for o in await run_batch(different, tools))
+        assert await named["s_stats"].invoke({}) == {"peak": 3}
+        same = [ToolCall(f"x{i}", "s_store", {"key": "a", "delay": 0.05}) for i in range(3)]
+        assert all(o.ok for o in await run_batch(same, tools))
+        assert await named["s_stats"].invoke({}) == {"peak": 1}
+        # an argument that is not a key: the call keeps its class (unsafe: runs alone)
+        assert named["s_store"].resources is not None
+        assert named["s_store"].resources({"key": 7}) is None
+        assert named["s_store"].resources({"key": ["a", "b"]}) == Resources(writes=["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        ["store"],
+        {"store": "key"},
+        {"store": {"writes": "key"}},
+        {"store": {}},
+        {"store": {"writes_arg": 3}},
+        {"store": {"reads_arg": ["key", None]}},
+    ],
+)
+def test_a_malformed_resources_setting_is_a_named_configuration_error(resources: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"'s'.*resources"):
+        parse_config({"s": {"command": "x", "resources": resources}})

@@ -540,13 +540,16 @@ async def test_one_tool_call_event_per_started_call_in_submission_order(probe: P
         ("tool_call", {"id": "call_9:code:1", "name": "read", "arguments": {"id": "a"},
                        "mode": "parallel", "seq": 1, "source": "code_mode"}),
         ("tool_call", {"id": "call_9:code:2", "name": "write", "arguments": {"id": "b"},
-                       "mode": "exclusive", "seq": 2, "source": "code_mode"}),
+                       "mode": "exclusive", "seq": 2, "source": "code_mode",
+                       "waited_for": {"seq": 1, "resource": "*"}}),
         ("tool_call", {"id": "call_9:code:3", "name": "read",
                        "arguments": {"id": "c", "gate": "never"},
-                       "mode": "parallel", "seq": 3, "source": "code_mode"}),
+                       "mode": "parallel", "seq": 3, "source": "code_mode",
+                       "waited_for": {"seq": 2, "resource": "*"}}),
         ("tool_call", {"id": "call_9:code:4", "name": "read",
                        "arguments": {"id": "d", "gate": "never"},
-                       "mode": "parallel", "seq": 4, "source": "code_mode"}),
+                       "mode": "parallel", "seq": 4, "source": "code_mode",
+                       "waited_for": {"seq": 2, "resource": "*"}}),
     ]  # fmt: skip
     assert lane.session is session
     assert [e.type for e in session.events] == ["user_message"] + ["tool_call"] * 4

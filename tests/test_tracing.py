@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from fake_provider import USAGE_IN, USAGE_OUT, FakeProvider, Turn
-from toolnexus import ToolCall, ToolHints, create_client, run_batch, tool
+from toolnexus import Resources, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.agents import AgentRuntime, agent
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import MontyRuntime
@@ -174,3 +174,22 @@ async def test_a_sub_agent_turn_nests_under_the_task_call_that_started_it(
     assert researcher.attributes["gen_ai.agent.id"] == "root/coordinator.1/researcher.2"
     research_chats = [s for s in named(spans, "chat") if parent_of(s) == span_id(researcher)]
     assert len(research_chats) == 1
+
+
+async def test_a_tool_span_carries_declared_resources_and_what_the_call_waited_for(
+    spans: InMemorySpanExporter,
+) -> None:
+    @tool(resources=lambda args: Resources(writes=[args["key"]]))
+    async def put(key: str) -> str:
+        """Store a key."""
+        await asyncio.sleep(0)
+        return key
+
+    calls = [ToolCall("p1", "put", {"key": "k"}), ToolCall("p2", "put", {"key": "k"})]
+    await run_batch(calls, [put])
+    first, second = sorted(named(spans, "execute_tool put"), key=lambda s: s.start_time or 0)
+    assert first.attributes is not None and second.attributes is not None
+    assert first.attributes["toolnexus.call.writes"] == ("k",)
+    assert "toolnexus.call.waited_for.seq" not in first.attributes
+    assert second.attributes["toolnexus.call.waited_for.seq"] == 1
+    assert second.attributes["toolnexus.call.waited_for.resource"] == "k"

@@ -19,13 +19,14 @@ from toolnexus.errors import (
 )
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
 from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolHints, Toolkit, ToolResult, tool
+from toolnexus.tools import Resources, Tool, ToolHints, Toolkit, ToolResult, tool
 
 __all__ = [
     "ConfigurationError",
     "ModelRetry",
     "Outcome",
     "ProviderError",
+    "Resources",
     "RunContext",
     "Scheduler",
     "Session",

@@ -39,7 +39,7 @@ def _reject_constant(name: str) -> Any:
 def loads_strict(text: str | bytes) -> Any:
     """Decode JSON text that came from outside; every failure is a ``ValueError`` that says why.
 
-    Refuses ``NaN``/``Infinity``, nesting deeper than :data:`MAX_NESTING`, integers past
+    Refuses ``NaN``/``Infinity``, nesting deeper than `MAX_NESTING`, integers past
     Python's digit limit, and strings that hold lone surrogates (they cannot be encoded again).
 
     Raises:
@@ -63,13 +63,22 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).split(";")[0].split("\n")[0]
 
 
-def _string_problem(text: str, where: str) -> str | None:
+_Path = str | tuple[Any, Any]
+"""Where a value sits: the root's name, or ``(parent path, key or index)``, or
+``(_KEY_OF, path)`` for a key of the dictionary at ``path``. Rendered only when needed."""
+
+_KEY_OF = object()
+
+
+def _string_problem(text: str, where: _Path) -> str | None:
     if text.isascii():
         return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return f"{where} holds a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot encode"
+        return (
+            f"{_render(where)} holds a lone surrogate (\\ud800-\\udfff), which UTF-8 cannot encode"
+        )
     return None
 
 
@@ -84,7 +93,9 @@ def json_problem(
     host put in, which a snapshot renders with ``repr()``) are let through; everything else is
     still checked. Iterative: no input can exhaust the stack.
     """
-    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    # A path is rendered only for the message of a problem: most values have none, and
+    # formatting every key's path up front was most of the cost of checking them.
+    stack: list[tuple[Any, _Path, int]] = [(value, where, 0)]
     active: set[int] = set()
     while stack:
         item, path, depth = stack.pop()
@@ -95,33 +106,45 @@ def json_problem(
             problem = _string_problem(item, path)
         elif kind is int or isinstance(item, int):
             big = not -_INT_BOUND < item < _INT_BOUND
-            problem = f"{path} is an integer too large for JSON" if big else None
+            problem = f"{_render(path)} is an integer too large for JSON" if big else None
         elif kind is float or isinstance(item, float):
-            problem = None if math.isfinite(item) else f"{path} is {item!r}, which JSON cannot hold"
+            finite = math.isfinite(item)
+            problem = None if finite else f"{_render(path)} is {item!r}, which JSON cannot hold"
         elif isinstance(item, (dict, list, tuple)):
             if depth >= max_depth:
                 return f"a value nested deeper than {max_depth} levels in {where}"
             if id(item) in active:
-                return f"{path} contains itself"
+                return f"{_render(path)} contains itself"
             active.add(id(item))
             if isinstance(item, dict):
                 for key, child in item.items():
                     if not isinstance(key, str):
-                        return f"{path} has a non-string key {_short(key)}"
-                    problem = _string_problem(key, f"a key of {path}")
+                        return f"{_render(path)} has a non-string key {_short(key)}"
+                    problem = _string_problem(key, (_KEY_OF, path))
                     if problem:
                         return problem
-                    stack.append((child, f"{path}[{_short(key)}]", depth + 1))
+                    stack.append((child, (path, key), depth + 1))
             else:
-                stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+                stack.extend((child, (path, i), depth + 1) for i, child in enumerate(item))
             continue
         elif foreign_ok:
             continue
         else:
-            problem = f"{path} is a {kind.__name__}, which is not JSON"
+            problem = f"{_render(path)} is a {kind.__name__}, which is not JSON"
         if problem:
             return problem
     return None
+
+
+def _render(path: _Path) -> str:
+    steps: list[str] = []
+    while isinstance(path, tuple):
+        parent, step = path
+        if parent is _KEY_OF:
+            return "a key of " + _render(step) + "".join(reversed(steps))
+        steps.append(f"[{step}]" if isinstance(step, int) else f"[{_short(step)}]")
+        path = parent
+    return path + "".join(reversed(steps))
 
 
 def _short(key: object) -> str:
@@ -146,7 +169,7 @@ def encodable_text(text: str) -> str:
 
 
 def encodable_data(value: Any) -> Any:
-    """``value`` (JSON data) with every string made :func:`encodable_text`; ``value`` itself
+    """``value`` (JSON data) with every string made `encodable_text`; ``value`` itself
     when nothing needed it. For a request body about to be sent: one lone surrogate anywhere
     (from a model's text, a tool's result) would otherwise fail the whole request."""
     try:

@@ -106,7 +106,7 @@ def snapshot(value: Any) -> Any:
 
     Scalars pass through; mappings are rebuilt with string keys (``1`` becomes ``"1"``, as
     ``json.dumps`` would write it); lists and tuples become lists; anything else (sets, bytes,
-    objects, functions, NaN, cycles, nesting past :data:`MAX_DEPTH`) becomes its ``repr()``;
+    objects, functions, NaN, cycles, nesting past `MAX_DEPTH`) becomes its ``repr()``;
     an integer too large for JSON becomes a short text saying so.
     The result always survives ``json.dumps(..., allow_nan=False)`` and shares no mutable
     container with the input. Never raises.

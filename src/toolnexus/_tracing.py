@@ -39,7 +39,7 @@ _tracer = trace.get_tracer("toolnexus", __version__)
 def tool_span(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Span:
     """Start the span of one tool call and make it current. Call it inside the call's own
     context (so the span is the parent of whatever the tool traces, and goes away with that
-    context); end it with :func:`end_tool_span`.
+    context); end it with `end_tool_span`.
 
     ``attributes`` is called only when the span records: with no SDK configured, a call pays
     about a microsecond here (``bench/scheduler.py``'s rows include it).
@@ -66,7 +66,7 @@ def end_tool_span(span: Span, error: Mapping[str, str] | None) -> None:
 @contextlib.contextmanager
 def code_run_span(language: str, call_id: str | None) -> Iterator[Span]:
     """The span of one Code Mode program, current while it runs (its sub-calls nest under
-    it). Record the outcome with :func:`record_code_run`."""
+    it). Record the outcome with `record_code_run`."""
     attributes = _present({"toolnexus.code.language": language, "gen_ai.tool.call.id": call_id})
     with _tracer.start_as_current_span(
         f"code_run {language}", attributes=attributes, record_exception=False

@@ -38,6 +38,8 @@ from rich.table import Table
 
 from toolnexus.codemode import render_sdk, run_program
 from toolnexus.errors import ConfigurationError, ToolnexusError
+from toolnexus.scheduling import EVERYTHING
+from toolnexus.session import Session
 from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["main"]
@@ -114,7 +116,8 @@ async def tool_set(args: argparse.Namespace) -> AsyncIterator[list[Tool]]:
     the tools of the MCP servers in --mcp (connected for the command's lifetime)."""
     from toolnexus.tools.builtins import builtin_tools
 
-    tools = [] if args.no_builtins else builtin_tools(Path.cwd())
+    keys = args.resource_keys
+    tools = [] if args.no_builtins else builtin_tools(Path.cwd(), resource_keys=keys)
     tools += load_tools(args.tools)
     if not args.mcp:
         yield tools
@@ -145,6 +148,7 @@ class CallSpan:
     start: float
     end: float | None = None
     failed: bool = False
+    waited_for: str = ""  # the call and resource it waited for, as the timeline shows it
 
 
 class Watch:
@@ -184,10 +188,35 @@ class Watch:
                 table.add_row(str(span.seq), escape(span.name), escape(args[:60]), running)
         return table
 
+    def note_waits(self, session: Session) -> None:
+        """Mark each call that waited for an earlier one with that call and the resource.
+
+        The lane logs one ``tool_call`` event per started call, with its lane number and, when
+        it waited, ``waited_for``; each event is matched to the span with its tool and
+        arguments (spans are numbered in start order, lane numbers in submission order).
+        """
+        unmatched = list(self.spans)
+        span_of: dict[int, CallSpan] = {}
+        for event in session.events:
+            if event.type != "tool_call":
+                continue
+            data = event.data
+            for span in unmatched:
+                if span.name == data.get("name") and span.arguments == data.get("arguments"):
+                    unmatched.remove(span)
+                    span_of[data["seq"]] = span
+                    waited = data.get("waited_for")
+                    if waited is not None and waited["seq"] in span_of:
+                        resource = waited["resource"]
+                        shown = "everything" if resource == EVERYTHING else _shown(resource)
+                        span.waited_for = f"#{span_of[waited['seq']].seq} ({shown})"
+                    break
+
     def timeline(self, width: int = 40) -> Table:
         total = max([s.end or s.start for s in self.spans], default=0.0) or 1.0
         table = Table(title="timeline (each bar: when the call ran)")
-        for column in ("#", "tool", "start", "end", ""):
+        waits = any(s.waited_for for s in self.spans)
+        for column in ("#", "tool", "start", "end", "", *(["waited for"] if waits else [])):
             table.add_column(column)
         for span in self.spans:
             end = span.end if span.end is not None else total
@@ -200,6 +229,7 @@ class Watch:
                 f"{span.start * 1000:.0f} ms",
                 f"{end * 1000:.0f} ms",
                 bar,
+                *([escape(span.waited_for)] if waits else []),
             )
         return table
 
@@ -231,6 +261,14 @@ class Watch:
         return groups
 
 
+def _shown(resource: str) -> str:
+    """A resource key as the timeline shows it: a path under this directory, relative."""
+    try:
+        return str(Path(resource).relative_to(Path.cwd()))
+    except ValueError:
+        return resource
+
+
 def read_program(name: str) -> tuple[str, str]:
     """The program's source and language (from the file name unless ``--language`` says)."""
     path = Path(name)
@@ -247,6 +285,7 @@ async def run_code_command(
     args: argparse.Namespace, code: str, language: str, console: Console
 ) -> int:
     watch = Watch()
+    session = Session()
     runtime = _runtime(language, args.timeout)
     async with tool_set(args) as found:
         tools = [watch.wrap(t) for t in found]
@@ -257,6 +296,7 @@ async def run_code_command(
                 runtime=runtime,
                 max_parallel=args.max_parallel,
                 await_timeout=args.timeout,
+                session=session,
             )
         )
         try:
@@ -274,6 +314,7 @@ async def run_code_command(
             await runtime.aclose()
         out = run.result()
     if watch.spans:
+        watch.note_waits(session)
         console.print(watch.timeline())
         groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
         console.print(f"what ran together: {groups}")
@@ -524,6 +565,12 @@ def _tool_options(command: argparse.ArgumentParser) -> None:
         "--no-builtins",
         action="store_true",
         help="leave out the built-in tools (read, grep, bash, ...) rooted at this directory",
+    )
+    command.add_argument(
+        "--resource-keys",
+        action="store_true",
+        help="let the built-in file tools declare the files they read and write, so edits "
+        "of different files run together and calls on one file run in order",
     )
 
 

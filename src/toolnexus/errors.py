@@ -10,9 +10,10 @@ The tree::
     └── ToolError                       a failed tool call, as a program or caller sees it
 
 Exceptions are for the host developer. What a model-written program sees of a failure is kept
-to two strings, ``tool`` and ``message`` (see :class:`ToolError` and
-:class:`toolnexus.scheduling.Outcome`): never a traceback, an exception type or a chained cause,
-because model-authored code is one prompt-injection hop from the transcript.
+to two strings, ``tool`` and ``message`` (see [`ToolError`][toolnexus.errors.ToolError] and
+[`toolnexus.scheduling.Outcome`][toolnexus.scheduling.Outcome]): never a traceback, an exception
+type or a chained cause, because model-authored code is one prompt-injection hop from the
+transcript.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class ProviderError(ToolnexusError):
             (which API key variable to set, which URL was tried).
         detail: Everything the server said (the whole error body), for logs; may be ``None``.
         partial: The run so far when the error ended a run (a
-            :class:`~toolnexus.client.RunResult` with status ``"error"``): its transcript,
+            [`RunResult`][toolnexus.client.RunResult] with status ``"error"``): its transcript,
             the tool calls that already ran (with their side effects) and the session log.
     """
 
@@ -90,7 +91,7 @@ class ToolError(ToolnexusError):
 
     This is the shape a failure takes wherever it is raised rather than returned: inside a Code
     Mode program (``except ToolError as e``) and from helpers that unwrap an
-    :class:`~toolnexus.scheduling.Outcome`. ``str(e)`` is the message.
+    [`Outcome`][toolnexus.scheduling.Outcome]. ``str(e)`` is the message.
 
     Attributes:
         tool: The name of the tool that failed.
@@ -121,7 +122,7 @@ class ModelRetry(ToolnexusError):
 
     The message is the call's result, marked as failed; the model reads it and can call again
     with better arguments. Each tool may be retried this way (arguments that do not validate
-    count too) at most :attr:`Tool.retries <toolnexus.Tool.retries>` times per run (default 1);
+    count too) at most `Tool.retries` times per run (default 1);
     past that the run stops as ``"incomplete"``, with ``RunResult.stopped_by`` saying why.
 
     Example::

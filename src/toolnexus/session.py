@@ -3,7 +3,8 @@
 Two kinds of event share one log:
 
 * **surface** events (``system_message``, ``user_message``, ``assistant_message``,
-  ``tool_result``) are the transcript; :meth:`Session.messages` projects each to one message;
+  ``tool_result``) are the transcript; [`Session.messages`][toolnexus.session.Session.messages]
+  projects each to one message;
 * **bookkeeping** events (``tool_call``, ``turn_start``, ``turn_end``, ``step_start``,
   ``step_end``, ``request_header``, and any other type you log) project to nothing.
 
@@ -43,6 +44,7 @@ SURFACE_TYPES: dict[str, str] = {
 
 BOOKKEEPING_TYPES = frozenset(
     {
+        "call_resources",
         "code_run",
         "fallback",
         "tool_call",
@@ -61,7 +63,7 @@ class Event(NamedTuple):
 
     Attributes:
         seq: Position in the log, from 1.
-        type: The event type (see :data:`SURFACE_TYPES` and :data:`BOOKKEEPING_TYPES`).
+        type: The event type (see `SURFACE_TYPES` and `BOOKKEEPING_TYPES`).
         data: JSON-shaped payload, owned by the log: treat it as read-only.
         time: When it was appended, in seconds since the epoch.
     """
@@ -129,7 +131,7 @@ class Session:
     def _append_json(self, type: str, data: dict[str, Any], at: float | None = None) -> Event:
         """Append data that is already a private JSON-shaped copy (the scheduler's snapshots).
 
-        Skips the check-and-copy of :meth:`append`, which would otherwise be the largest
+        Skips the check-and-copy of `append`, which would otherwise be the largest
         per-call cost of an audited tool call. ``at``: the event's time (now by default).
         """
         event = Event(len(self._events) + 1, type, data, time.time() if at is None else at)
@@ -140,7 +142,7 @@ class Session:
         """Append a bookkeeping event (one that never becomes a message).
 
         Raises:
-            SessionError: ``type`` is a surface type (use :meth:`append` for transcript
+            SessionError: ``type`` is a surface type (use `append` for transcript
                 entries), or the data is not JSON-shaped.
         """
         if type in SURFACE_TYPES:
@@ -171,14 +173,14 @@ class Session:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the log to ``path`` as JSON lines, one event a line (``seq``, ``type``,
-        ``data``, ``time``), replacing the file. :meth:`load` reads it back."""
+        ``data``, ``time``), replacing the file. `load` reads it back."""
         with open(path, "w", encoding="utf-8") as out:
             for event in self._events:
                 out.write(json.dumps(event._asdict(), ensure_ascii=False) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Session:
-        """A session read from a file :meth:`save` wrote.
+        """A session read from a file `save` wrote.
 
         Pass it to ``client.run(..., session=...)`` to carry the conversation on: the model is
         shown its transcript, and a tool call that has no result (the run was interrupted) is

@@ -51,7 +51,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class AgentDefinition:
-    """What :func:`agent` defines."""
+    """What [`agent`][toolnexus.agents.agent] defines."""
 
     name: str
     instructions: str

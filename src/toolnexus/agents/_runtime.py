@@ -120,7 +120,8 @@ class _TreeMeter:
 
 
 class _Trace(list[tuple[str, str]]):
-    """The runtime's event list, which also feeds every :meth:`AgentRuntime.events` iterator."""
+    """The runtime's event list, which also feeds every
+    [`AgentRuntime.events`][toolnexus.agents.AgentRuntime.events] iterator."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -153,8 +154,8 @@ class AgentRuntime:
 
     Args:
         agents: The definitions that may be spawned (by name).
-        client: From :func:`~toolnexus.create_client`; an agent's ``model`` overrides its model
-            on the same endpoint.
+        client: From [`create_client`][toolnexus.client.create_client]; an agent's ``model``
+            overrides its model on the same endpoint.
         max_children: Running children per parent; more wakes queue (FIFO).
         max_concurrent_turns: Model requests in flight across the runtime.
         inbox_cap: Items a handle's inbox holds; posting to a full one is an error.
@@ -211,7 +212,7 @@ class AgentRuntime:
         """Spawn agent ``name`` under the root, give it ``prompt``, wait, close it: one call.
 
         Raises:
-            AgentError: as :meth:`spawn` does.
+            AgentError: as `spawn` does.
         """
         handle = self.spawn(self.root, name, budget)
         try:

@@ -103,7 +103,8 @@ def _build_style(
 
 @dataclass
 class Client:
-    """A configured model endpoint and tool loop. Build one with :func:`create_client`."""
+    """A configured model endpoint and tool loop. Build one with
+    [`create_client`][toolnexus.client.create_client]."""
 
     style_name: ClientStyle
     model: str
@@ -113,11 +114,12 @@ class Client:
     _options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def derive(self, **changes: Any) -> Client:
-        """A client for the same endpoint with some :func:`create_client` options changed
+        """A client for the same endpoint with some
+        [`create_client`][toolnexus.client.create_client] options changed
         (another ``model``, ``system_prompt``, ``max_turns``, ``code_mode``, ...).
 
         Raises:
-            ConfigurationError: as :func:`create_client` does.
+            ConfigurationError: as [`create_client`][toolnexus.client.create_client] does.
         """
         derived = create_client(**{**self._options, **changes})
         derived._config.request_gate = self._config.request_gate
@@ -165,8 +167,8 @@ class Client:
         ``session`` (optional) receives the run's events as they happen, so a caller that
         cancels the run still holds a transcript in which every tool call has a result.
         ``deps`` reaches every tool that takes a ``ctx`` as ``ctx.deps`` (a
-        :class:`~toolnexus.RunContext`), for this run only; without it, the client's ``deps``.
-        ``output_type`` (a pydantic model, dataclass, TypedDict or scalar type) asks for a
+        [`RunContext`][toolnexus.codemode.RunContext]), for this run only; without it, the client's
+        ``deps``. ``output_type`` (a pydantic model, dataclass, TypedDict or scalar type) asks for a
         structured answer: the model hands it over through a ``final_result`` tool, it is
         validated (field errors go back to the model, at most ``output_retries`` times), and
         ``RunResult.output`` holds the typed value.
@@ -197,7 +199,7 @@ class Client:
         output_type: Any = None,
         output_retries: int = 1,
     ) -> RunResult:
-        """:meth:`run` for code that is not async (scripts, notebooks); blocks until done.
+        """`run` for code that is not async (scripts, notebooks); blocks until done.
 
         Inside a running event loop (a Jupyter cell, an async function) the run goes to a
         thread with a loop of its own, so it works there too; in async code prefer
@@ -224,13 +226,13 @@ class Client:
         """Continue a ``"pending"`` run with the host's answers to its relay calls.
 
         Args:
-            result: The pending :class:`RunResult`.
+            result: The pending [`RunResult`][toolnexus.client.RunResult].
             answers: One answer per pending call, by call id (a value, a ``ToolResult``, or an
                 ``Outcome``).
 
         Raises:
             ConfigurationError: the run is not pending, or an answer is missing.
-            ProviderError: as for :meth:`run`.
+            ProviderError: as for `run`.
         """
         run = result._run
         if result.status != "pending" or run is None:
@@ -255,7 +257,8 @@ class Client:
     ) -> AsyncIterator[StreamEvent]:
         """Run the loop with streaming: text deltas, tool calls (announced as soon as their
         arguments are complete, when they also start), tool results in emitted order, usage,
-        and finally :class:`~toolnexus.client.DoneEvent` carrying the :class:`RunResult`."""
+        and finally [`DoneEvent`][toolnexus.client.DoneEvent] carrying the
+        [`RunResult`][toolnexus.client.RunResult]."""
         output = _output(output_type, output_retries)
         async for event in self._events(prompt, tools, history, session, deps, output, stream=True):
             yield event
@@ -340,7 +343,8 @@ def create_client(
         base_url: The endpoint (``…/v1`` for OpenAI-style servers; the API root for Anthropic).
             Left out for an in-process model.
         model: The model name the endpoint knows, or an in-process model from
-            :mod:`toolnexus.testing` (``FunctionModel``, ``ScriptedModel``): no HTTP, no key.
+            [`toolnexus.testing`][toolnexus.testing] (``FunctionModel``, ``ScriptedModel``): no
+            HTTP, no key.
         style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp) or
             ``"anthropic"`` (Messages).
         api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
@@ -348,9 +352,9 @@ def create_client(
         code_mode: ``"native"``, ``"code"`` or ``"both"`` (else ``TOOLNEXUS_CODE_MODE``, else
             ``"both"``).
         runtime: The Code Mode sandbox (default: the shared ``MontyRuntime``).
-        permissions: The :class:`~toolnexus.codemode.PermissionPolicy` in force.
+        permissions: The [`PermissionPolicy`][toolnexus.codemode.PermissionPolicy] in force.
         approval_handler: ``(tool_name, args) -> bool``, asked for calls that need approval.
-        hooks: :class:`~toolnexus.tools.ToolHooks` run around every call, sub-calls included.
+        hooks: [`ToolHooks`][toolnexus.tools.ToolHooks] run around every call, sub-calls included.
         system_prompt: Sent as the system message.
         max_turns: Model round trips before the run stops as ``"incomplete"`` (default 10).
         retries: Retries of a request that failed with 429, 502, 503, 504, 529 or a lost
@@ -377,7 +381,8 @@ def create_client(
         tool_tiers: In ``"native"`` mode, show ``tool_search`` + ``call_tool`` instead of the
             tools (``True``), never (``False``), or above 40 tools (``None``, the default).
         relay_handler: ``(call) -> result`` (sync or async) answering relay tools' calls;
-            without one a relay call makes the run ``"pending"`` (see :meth:`Client.resume`).
+            without one a relay call makes the run ``"pending"`` (see
+            [`Client.resume`][toolnexus.client.Client.resume]).
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.

@@ -66,8 +66,8 @@ DEFAULT_RETRIES = 1
 class Meter(Protocol):
     """Spending limits checked *as they are spent*, not after a run.
 
-    The loop asks :meth:`check` before every model request and :meth:`tool_call` before every
-    tool call; it reports each response's usage to :meth:`spend` (a whole response's before its
+    The loop asks `check` before every model request and `tool_call` before every
+    tool call; it reports each response's usage to `spend` (a whole response's before its
     calls start; a streamed one's at its end, when its first calls may already be running). A
     reason (a sentence) stops the run as ``"incomplete"`` (``RunResult.stopped_by``) or fails
     that one call. The agent runtime meters a whole tree of agents this way, so recursive
@@ -303,7 +303,7 @@ async def agent_loop(
     stream: bool,
     output: Output | None = None,
 ) -> AsyncIterator[StreamEvent]:
-    """Run the loop, yielding events; the last one is :class:`DoneEvent`."""
+    """Run the loop, yielding events; the last one is [`DoneEvent`][toolnexus.client.DoneEvent]."""
     run = _Run(config, prompt, tools, history, session, output)
     async for event in drive(run, stream=stream):
         yield event
@@ -425,7 +425,9 @@ def _tool_choice(run: _Run) -> str | None:
 async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
-    lane = Scheduler(direct_dispatch, max_parallel=config.max_concurrency, audit=False)
+    lane = Scheduler(
+        direct_dispatch, max_parallel=config.max_concurrency, audit=False, session=run.session
+    )
     batch = TurnCalls(
         lane,
         run.kit,

@@ -4,7 +4,7 @@
 answers with its replies in order. Either is accepted as ``create_client(model=...)`` with no
 ``base_url``, and the client then runs its whole loop (scheduling, Code Mode, hooks, budgets,
 streaming events, usage) exactly as against a server, with no HTTP. Re-exported from
-:mod:`toolnexus.testing`.
+[`toolnexus.testing`][toolnexus.testing].
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class ModelReply:
     """One model turn, in full: text, tool calls and (optionally) what it cost.
 
     A function model may return this instead of a plain string (the final text) or a list of
-    :class:`~toolnexus.ToolCall` (call the tools); ``usage`` is then reported as given.
+    [`ToolCall`][toolnexus.scheduling.ToolCall] (call the tools); ``usage`` is then reported as
+    given.
     """
 
     text: str = ""
@@ -41,14 +42,14 @@ ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
 """``fn(messages, tools)``, sync or async: ``messages`` in the OpenAI Chat Completions shape
 (system, user, assistant with ``tool_calls``, ``tool`` results), ``tools`` as
 ``{"name", "description", "input_schema"}``. Returns a string, a list of ``ToolCall``s or a
-:class:`ModelReply`."""
+[`ModelReply`][toolnexus.testing.ModelReply]."""
 
 
 class FunctionModel:
     """A model whose every turn is ``fn(messages, tools)`` (sync or async).
 
     Args:
-        fn: See :data:`ModelFunction`.
+        fn: See `ModelFunction`.
         name: The model name in spans and errors.
 
     Example::
@@ -84,9 +85,10 @@ class FunctionModel:
 class ScriptedModel(FunctionModel):
     """A model that answers with ``replies`` in order, one per turn.
 
-    Each reply is a string (the final text), a list of :class:`~toolnexus.ToolCall`, or a
-    :class:`ModelReply`. Asked for more turns than it has replies, the run fails with a
-    :class:`~toolnexus.errors.ConfigurationError` saying so (a test that expected fewer turns).
+    Each reply is a string (the final text), a list of [`ToolCall`][toolnexus.scheduling.ToolCall],
+    or a [`ModelReply`][toolnexus.testing.ModelReply]. Asked for more turns than it has replies, the
+    run fails with a [`ConfigurationError`][toolnexus.errors.ConfigurationError] saying so (a test
+    that expected fewer turns).
     """
 
     def __init__(self, replies: Sequence[Any], *, name: str = "scripted-model") -> None:
@@ -110,7 +112,8 @@ def _estimate(text: str) -> int:
 
 
 class InProcessStyle(OpenAIStyle):
-    """The OpenAI wire shapes, answered by a :class:`FunctionModel` instead of a server."""
+    """The OpenAI wire shapes, answered by a [`FunctionModel`][toolnexus.testing.FunctionModel]
+    instead of a server."""
 
     name = "in-process"
 

@@ -57,14 +57,15 @@ class RunResult:
         usage: Tokens, summed over the turns.
         status: ``"done"`` (the model answered without tools), ``"incomplete"`` (``max_turns``
             reached, or a budget ran out), ``"pending"`` (a relay call waits for the host's
-            answer), or ``"error"`` (only on :attr:`ProviderError.partial
-            <toolnexus.errors.ProviderError>`: the run so far, when a request failed).
+            answer), or ``"error"`` (only on
+            [`ProviderError.partial`][toolnexus.errors.ProviderError]: the run so far, when a
+            request failed).
         session: The session log: surface events for the transcript, bookkeeping events for
             turns and Code Mode sub-calls.
         pending: When ``status`` is ``"pending"``: the relay calls waiting for the host's
             answers (pass them to ``client.resume``).
         stopped_by: When a budget ended the run early (``status`` ``"incomplete"``): which one,
-            in words (see :class:`Meter`); else ``None``.
+            in words (see `Meter`); else ``None``.
         models: The model that answered each turn, in order (with ``fallback`` clients, the
             one that did; each fallback is also a ``fallback`` event in the session log).
         output: With ``output_type``: the validated value the model handed over (an instance

@@ -18,7 +18,7 @@ def transcript(session: Session) -> list[dict[str, Any]]:
     """The session's transcript as provider-neutral messages, every tool call answered.
 
     A call that has no ``tool_result`` (the run stopped while it ran, or before it was
-    recorded) is answered honestly with :data:`INTERRUPTED`, marked as an error, right after
+    recorded) is answered honestly with `INTERRUPTED`, marked as an error, right after
     the results its turn does have; that answer is appended to the session too, so the log
     and what the model is shown agree.
     """

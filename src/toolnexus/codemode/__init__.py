@@ -2,7 +2,7 @@
 
 A program's sub-calls stream into one scheduler lane per run, exactly like a batch of native
 calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the sandboxes are in
-:mod:`toolnexus.codemode.runtimes`.
+[`toolnexus.codemode.runtimes`][toolnexus.codemode.runtimes].
 """
 
 from toolnexus.codemode._bindings import (

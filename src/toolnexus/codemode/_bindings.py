@@ -60,7 +60,8 @@ class RunContext(Generic[Deps]):
 
     Attributes:
         deps: Anything the caller wants its tools to see (a database handle, a user id).
-        policy: The :class:`PermissionPolicy` in force (``None``: everything allowed).
+        policy: The [`PermissionPolicy`][toolnexus.codemode.PermissionPolicy] in force (``None``:
+            everything allowed).
         approval_handler: Consulted for every call that needs approval; without one, such
             calls are refused.
         hooks: Before/after hooks run around every call.
@@ -110,9 +111,10 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     way the tool does not run, and the after-hooks see the result.
 
     This is what a run's scheduler lane dispatches to, so a program's sub-calls get exactly the
-    approval and hooks a model's direct calls get. ``run_ctx`` is a :class:`RunContext`; any
-    other object becomes the ``deps`` of a fresh one (no hooks, no approval handler). Tools that
-    take a ``ctx`` parameter receive the :class:`RunContext`.
+    approval and hooks a model's direct calls get. ``run_ctx`` is a
+    [`RunContext`][toolnexus.codemode.RunContext]; any other object becomes the ``deps`` of a fresh
+    one (no hooks, no approval handler). Tools that take a ``ctx`` parameter receive the
+    [`RunContext`][toolnexus.codemode.RunContext].
     """
     ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
     refusal = await _approved(tool, args, ctx)
@@ -188,9 +190,9 @@ def bindings(
         policy: The policy in force; ``None`` grants everything.
         run_ctx: Passed to ``dispatch`` with every call.
         dispatch: How a granted call reaches its tool. A real run passes its scheduler's
-            :meth:`~toolnexus.scheduling.Scheduler.dispatch_fun`; the default,
-            :func:`direct_dispatch`, runs calls unscheduled (right for a test or a direct
-            caller, wrong for a run).
+            [`dispatch_fun`][toolnexus.scheduling.Scheduler.dispatch_fun]; the default,
+            [`direct_dispatch`][toolnexus.codemode.direct_dispatch], runs calls unscheduled (right
+            for a test or a direct caller, wrong for a run).
     """
     route: SubDispatch = dispatch if dispatch is not None else direct_dispatch
     seen: dict[str, Binding] = {}

@@ -73,7 +73,7 @@ def default_mode() -> CodeMode:
 
 def resolve_mode(obj: object = None) -> CodeMode:
     """The mode for ``obj`` (an agent, a config, a mapping): its ``code_mode`` when set, else
-    :func:`default_mode`.
+    [`default_mode`][toolnexus.codemode.default_mode].
 
     Example::
 
@@ -92,7 +92,7 @@ def new_parent_token() -> str:
 def tag_transport(call: ToolCall | Mapping[str, Any], token: str) -> Any:
     """A copy of ``call`` marked as synthesised by the program run ``token`` names.
 
-    Works on a :class:`~toolnexus.scheduling.ToolCall` (returns a ``ToolCall``) and on a mapping
+    Works on a [`ToolCall`][toolnexus.scheduling.ToolCall] (returns a ``ToolCall``) and on a mapping
     (returns a ``dict`` with a ``"parent_token"`` key).
     """
     if not isinstance(token, str) or not token:
@@ -119,7 +119,8 @@ def collapsed(mode: str, name: str, call: object = None) -> bool:
     Under ``"code"`` the model was shown ``run_code`` alone, so a direct call to any other tool
     (hallucinated, or replayed from a transcript recorded in another mode) can only fail. Refuse
     it here, *before* hooks and approval run: a guard must never be asked to approve a call that
-    cannot execute. Calls tagged by :func:`tag_transport` are a program's sub-calls and pass.
+    cannot execute. Calls tagged by [`tag_transport`][toolnexus.codemode.tag_transport] are a
+    program's sub-calls and pass.
     """
     return parse_mode(mode) == "code" and name != RUN_CODE_NAME and not is_transport_call(call)
 

@@ -1,6 +1,6 @@
 """``run_program`` and the ``run_code`` tool: one program, one scheduler lane, one report.
 
-A run: render the SDK of the granted tools, start a :class:`~toolnexus.scheduling.Scheduler`
+A run: render the SDK of the granted tools, start a [`Scheduler`][toolnexus.scheduling.Scheduler]
 for this run alone (``call_id`` = the model's tool-call id), bind every tool (denied ones as
 stubs) with the lane as their dispatch, hand the program to the runtime, and stop the lane when
 the run ends, whatever happened. Sub-call audit events land in the caller's ``Session`` as
@@ -229,7 +229,8 @@ async def run_program(
         hooks: Before/after hooks run around every sub-call.
         call_id: The model's tool-call id, stamped into the audit events' ids.
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
-        await_timeout: The caller's patience in seconds (see :func:`await_timeout`).
+        await_timeout: The caller's patience in seconds (see
+            [`await_timeout`][toolnexus.codemode.await_timeout]).
         description: What the program does, in one sentence; with a ``session``, logged as a
             bookkeeping ``code_run`` event ahead of the run's ``tool_call`` events.
 
@@ -357,8 +358,9 @@ def run_code_tool(
     Arguments the model sends: ``code`` and ``description`` (one sentence for the approval
     prompt and the audit log); a blank description is refused before anything runs.
 
-    When the tool is called with a :class:`RunContext` as its ``ctx``, that context's session,
-    call id, approval handler, hooks and deps are used where the arguments here are ``None``.
+    When the tool is called with a [`RunContext`][toolnexus.codemode.RunContext] as its ``ctx``,
+    that context's session, call id, approval handler, hooks and deps are used where the arguments
+    here are ``None``.
     """
     chosen = runtime if runtime is not None else default_runtime("python")
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
@@ -431,7 +433,8 @@ def visible_tools(
     ``"native"``: ``granted``. ``"code"``: ``run_code`` alone. ``"both"``: ``granted`` plus
     ``run_code`` when a runtime can run it (never advertise a tool that cannot run).
     ``run_code`` is added after the permission filter, so its SDK declares ``granted`` and its
-    bindings cover ``all_tools``. Extra keyword arguments go to :func:`run_code_tool`.
+    bindings cover ``all_tools``. Extra keyword arguments go to
+    [`run_code_tool`][toolnexus.codemode.run_code_tool].
 
     Raises:
         ConfigurationError: an invalid mode, or ``"code"`` with no runtime installed.

@@ -1,7 +1,7 @@
 """JSON Schema → type expressions, for the Python and TypeScript SDKs.
 
 Total by design: any schema node, however malformed, yields a type (``Any`` / ``unknown`` for
-what it cannot express: ``$ref``, unknown types, nesting deeper than :data:`MAX_DEPTH`), and
+what it cannot express: ``$ref``, unknown types, nesting deeper than `MAX_DEPTH`), and
 nothing here raises. Object schemas with properties become named declarations (TypedDicts in
 Python, inline object types in TypeScript); everything else is an inline expression.
 """
@@ -225,7 +225,7 @@ class _Types:
 class PythonTypes(_Types):
     """Python type expressions; object schemas with properties become TypedDict declarations.
 
-    Declarations accumulate in :attr:`declarations`, innermost first, under names that are
+    Declarations accumulate in `declarations`, innermost first, under names that are
     unique within this instance; emit them before the expressions that use them.
     """
 

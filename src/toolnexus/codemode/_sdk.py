@@ -64,7 +64,8 @@ _JS_HEADER = """\
 
 
 def parse_language(language: object) -> SdkLanguage:
-    """``language`` as an SDK language, or :class:`ConfigurationError` listing the valid ones."""
+    """``language`` as an SDK language, or
+    [`ConfigurationError`][toolnexus.errors.ConfigurationError] listing the valid ones."""
     if isinstance(language, str) and language in _LANGUAGES:
         return language  # type: ignore[return-value]  # narrowed by the membership test
     raise ConfigurationError(

@@ -7,11 +7,12 @@ from toolnexus._snapshot import snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._outcome import Outcome
-from toolnexus.scheduling._rule import Mode, SchedulingRule
+from toolnexus.scheduling._rule import EVERYTHING, Mode, SchedulingRule, Wait
 from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
 from toolnexus.tools._safety import concurrency_mode
 
 __all__ = [
+    "EVERYTHING",
     "Dispatch",
     "Mode",
     "Outcome",
@@ -19,6 +20,7 @@ __all__ = [
     "SchedulingRule",
     "Ticket",
     "ToolCall",
+    "Wait",
     "concurrency_mode",
     "invoke_tool",
     "max_tool_concurrency",

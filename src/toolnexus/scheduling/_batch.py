@@ -28,7 +28,8 @@ class ToolCall:
         arguments: The arguments: a dict, or the raw JSON text a provider sends (an empty
             string counts as no arguments).
         parent_token: Set only on a call a running Code Mode program synthesised (see
-            :func:`toolnexus.codemode.tag_transport`); ``None`` for a call the model sent.
+            [`toolnexus.codemode.tag_transport`][toolnexus.codemode.tag_transport]); ``None`` for a
+            call the model sent.
     """
 
     id: str
@@ -40,7 +41,7 @@ class ToolCall:
 def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
     """The call's arguments as a JSON-shaped dict, or a message saying why they are not.
 
-    Text is decoded strictly (:func:`~toolnexus._json.loads_strict`): nesting past 64 levels,
+    Text is decoded strictly (`loads_strict`): nesting past 64 levels,
     ``NaN``, integers past Python's digit limit and lone surrogates are refused, never raised.
     A mapping (a provider that decoded the JSON itself) must hold finite numbers and be nested
     no deeper either.
@@ -75,7 +76,7 @@ def precheck(
 ) -> tuple[Tool, dict[str, Any]] | Outcome:
     """The tool and arguments of a call that may run, or the error outcome of one that may not.
 
-    ``decoded``: the call's arguments already decoded by :func:`parse_arguments` (the agent
+    ``decoded``: the call's arguments already decoded by `parse_arguments` (the agent
     loop decodes each call once, for its transcript too); they are then not parsed again.
     """
     tool = kit.get(call.name)
@@ -138,10 +139,11 @@ async def run_batch(
         session: When given, one ``tool_result`` event per call is appended, in order.
 
     Returns:
-        One :class:`Outcome` per call, in the order given.
+        One [`Outcome`][toolnexus.scheduling.Outcome] per call, in the order given.
 
     Raises:
-        ConfigurationError: ``calls`` holds something that is not a :class:`ToolCall`.
+        ConfigurationError: ``calls`` holds something that is not a
+            [`ToolCall`][toolnexus.scheduling.ToolCall].
     """
     for call in calls:
         if not isinstance(call, ToolCall):
@@ -150,13 +152,15 @@ async def run_batch(
                 "ToolCall(id, name, arguments)."
             )
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
-    async with Scheduler(max_parallel=max_tool_concurrency(max_concurrency), audit=False) as lane:
+    cap = max_tool_concurrency(max_concurrency)
+    async with Scheduler(max_parallel=cap, audit=False, session=session) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:
             checked = precheck(call, kit)
-            queued.append(
-                checked if isinstance(checked, Outcome) else lane.submit(*checked, run_ctx)
-            )
+            if isinstance(checked, Outcome):
+                queued.append(checked)
+            else:
+                queued.append(lane.submit(*checked, run_ctx, call_id=call.id))
         outcomes: list[Outcome] = []
         for call, item in zip(calls, queued, strict=True):
             outcome = item if isinstance(item, Outcome) else await lane.wait(item)

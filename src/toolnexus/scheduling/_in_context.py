@@ -3,7 +3,7 @@
 Why: asyncio runs each task's steps inside the task's context, so the usual way to give a call
 its own context is a task per call. Creating a task is the largest fixed cost of a tool call
 (several microseconds, plus a loop iteration to start it), and the scheduler reuses one worker
-task for many calls instead. Wrapping each call's coroutine in :class:`InContext` keeps the
+task for many calls instead. Wrapping each call's coroutine in `InContext` keeps the
 per-call semantics: every step of the coroutine (``send``, ``throw``, ``close``) runs inside the
 call's own context copy, so contextvars set by the scheduler's creator are visible and a call's
 own ``ContextVar.set()`` never leaks into the next call the worker runs.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolnexus._json import encodable_text
@@ -32,12 +32,12 @@ MAX_MESSAGE_CHARS = 2000
 TRUNCATION_MARK = "… (truncated)"
 RETRY = "retry"
 """``Outcome.metadata`` key set on a failure the model may fix by calling again (a
-:class:`~toolnexus.errors.ModelRetry`, arguments that did not validate)."""
+[`ModelRetry`][toolnexus.errors.ModelRetry], arguments that did not validate)."""
 GENERIC_FAILURE = "tool call failed"
 
 
 def clamp_message(message: str) -> str:
-    """``message`` cut to :data:`MAX_MESSAGE_CHARS` characters, marked when cut."""
+    """``message`` cut to `MAX_MESSAGE_CHARS` characters, marked when cut."""
     if len(message) > MAX_MESSAGE_CHARS:
         return message[:MAX_MESSAGE_CHARS] + TRUNCATION_MARK
     return message
@@ -60,7 +60,27 @@ class Outcome:
     value: Any = None
     error: dict[str, str] | None = None
     metadata: dict[str, Any] | None = None
-    """Facts for the host from a :class:`~toolnexus.tools.ToolResult`; never shown to a model."""
+    """Facts for the host from a [`ToolResult`][toolnexus.tools.ToolResult]; never shown to a
+    model."""
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """What a model reads: the error message, or the value (as is when a string, else JSON).
+
+        Computed once, when first read: the session log, the run's records and the provider's
+        result message all hand the model the same text, and encoding a large value three
+        times per call was a measurable share of the per-call cost. Never raises, and the
+        text always encodes as UTF-8.
+        """
+        text = self._text
+        if text is None:
+            if self.error is not None:
+                text = encodable_text(self.error.get("message", GENERIC_FAILURE))
+            else:
+                text = _result_text(self.value)
+            object.__setattr__(self, "_text", text)
+        return text
 
     @property
     def ok(self) -> bool:
@@ -73,7 +93,7 @@ class Outcome:
         return cls(error={"tool": tool, "message": clamp_message(message) or GENERIC_FAILURE})
 
     def unwrap(self) -> Any:
-        """The value, or raise the error as :class:`~toolnexus.errors.ToolError`."""
+        """The value, or raise the error as [`ToolError`][toolnexus.errors.ToolError]."""
         if self.error is not None:
             raise ToolError(self.error["tool"], self.error["message"])
         return self.value
@@ -109,7 +129,7 @@ def _result_text(output: Any) -> str:
 
     What plain ``json.dumps`` cannot write (an object whose ``repr`` raises, nesting past the
     stack, a cycle, an integer past Python's digit limit) is written from its
-    :func:`~toolnexus.scheduling.snapshot`; lone surrogates become U+FFFD, so the text can
+    [`snapshot`][toolnexus.scheduling.snapshot]; lone surrogates become U+FFFD, so the text can
     always be sent on.
     """
     if isinstance(output, str):
@@ -122,21 +142,18 @@ def _result_text(output: Any) -> str:
 
 
 def outcome_text(outcome: Outcome) -> str:
-    """The outcome as the text a model reads: the error message, or the value (JSON unless str).
-
-    Never raises, and the text always encodes as UTF-8.
-    """
-    if outcome.error is not None:
-        return encodable_text(outcome.error.get("message", GENERIC_FAILURE))
-    return _result_text(outcome.value)
+    """The outcome as the text a model reads:
+    [`Outcome.text`][toolnexus.scheduling.Outcome.text]."""
+    return outcome.text
 
 
 def outcome_from_value(tool: str, value: Any) -> Outcome:
     """Normalise what a dispatch returned into an outcome for ``tool``.
 
-    * an :class:`Outcome` is taken as is; an error outcome keeps its message (clamped), with
-      the tool name re-stamped from the call; a malformed one becomes "tool call failed";
-    * a :class:`~toolnexus.tools.ToolResult` with ``is_error`` fails with its output as the
+    * an [`Outcome`][toolnexus.scheduling.Outcome] is taken as is; an error outcome keeps its
+      message (clamped), with the tool name re-stamped from the call; a malformed one becomes "tool
+      call failed";
+    * a [`ToolResult`][toolnexus.tools.ToolResult] with ``is_error`` fails with its output as the
       message; otherwise its output is the value;
     * anything else is the value.
     """

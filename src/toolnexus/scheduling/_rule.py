@@ -1,30 +1,94 @@
 """The scheduling rule as a pure state machine (sans-I/O).
 
-Inputs are calls in submission order, each with its mode, and "call N settled" events. Outputs
-are decisions: "commit these calls" and "start these calls", as lists of sequence numbers.
-Nothing here knows about asyncio, tasks, tools or time, so every ordering decision can be tested
-exhaustively without an event loop, and the same rule can be replayed deterministically from
-recorded inputs (a durable workflow engine would key each call by its sequence number).
-:class:`~toolnexus.scheduling.Scheduler` drives it.
+Inputs are calls in submission order, each with its safety class and, optionally, the
+resources it declares, and "call N settled" events. Outputs are decisions: "commit these calls"
+and "start these calls", as lists of sequence numbers. Nothing here knows about asyncio, tasks,
+tools or time, so every ordering decision can be tested exhaustively without an event loop, and
+the same rule can be replayed deterministically from recorded inputs (a durable workflow engine
+keys each call by its sequence number). [`Scheduler`][toolnexus.scheduling.Scheduler] drives it.
 
-The rule (see ``docs/scheduling.md`` for the diagram):
+The rule (see ``docs/scheduling.md`` for the diagram), in terms of what each call touches:
 
-* only the head of the pending queue may start (starts are FIFO);
-* a ``parallel`` call starts when fewer than ``max_parallel`` calls are executing and no
-  exclusive call holds the barrier;
-* an ``exclusive`` call starts only when nothing is executing and every earlier call has
-  committed; it then holds the barrier **through its own commit**, not merely its execution,
-  so no other call can commit inside its window;
-* a settled call commits only after every earlier call has committed.
+* a call reads and writes resources. One that declares none keeps its safety class: a
+  ``parallel`` call reads everything, an ``exclusive`` call writes everything;
+* two calls **conflict** when they touch a common resource and at least one of them writes it
+  ("everything" overlaps every resource; a key overlaps the keys below it);
+* a call **starts** when it conflicts with no earlier call that has not yet committed, and fewer
+  than ``max_parallel`` calls are running. It holds its resources **through its own commit**;
+* a settled call **commits** only after every earlier call has committed.
+
+With no declarations this is exactly the safe/unsafe rule: reads overlap up to the cap and start
+in order, and an exclusive call waits for every earlier call to commit, runs alone and holds a
+barrier through its commit. With declarations, conflicting calls run one at a time in emitted
+order, per resource, and calls on disjoint resources overlap.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 
+from toolnexus.tools._resources import Resources, overlaps
 from toolnexus.tools._safety import Mode
 
-__all__ = ["Mode", "SchedulingRule"]
+__all__ = ["EVERYTHING", "Mode", "SchedulingRule", "Wait"]
+
+EVERYTHING = "*"
+"""The resource named in a `Wait` when the call waited for one that touches everything."""
+
+
+class Wait(NamedTuple):
+    """Why a call did not start when it was submitted: the earlier call it conflicted with."""
+
+    call: int
+    """The sequence number of the earlier, uncommitted call it had to wait for."""
+    resource: str
+    """The resource they share (`EVERYTHING` when either touches everything)."""
+
+
+class _Footprint:
+    """What one call touches: everything (read or written) or a set of keys."""
+
+    __slots__ = ("empty", "keyed", "reads", "reads_all", "writes", "writes_all")
+
+    def __init__(
+        self,
+        *,
+        reads_all: bool = False,
+        writes_all: bool = False,
+        reads: frozenset[str] = frozenset(),
+        writes: frozenset[str] = frozenset(),
+    ) -> None:
+        self.reads_all = reads_all
+        self.writes_all = writes_all
+        self.reads = reads
+        self.writes = writes
+        self.keyed = bool(reads or writes)
+        self.empty = not (reads_all or writes_all or self.keyed)
+
+
+_READS_ALL = _Footprint(reads_all=True)
+_WRITES_ALL = _Footprint(writes_all=True)
+
+
+def _footprint(mode: Mode, resources: Resources | None) -> _Footprint:
+    if resources is None:
+        return _READS_ALL if mode == "parallel" else _WRITES_ALL
+    return _Footprint(reads=resources.reads, writes=resources.writes)
+
+
+def _shared(
+    mine: frozenset[str], theirs: frozenset[str], also: frozenset[str] = frozenset()
+) -> str | None:
+    """A key of ``mine`` that overlaps a key of ``theirs`` or ``also``, if any."""
+    for key in mine:
+        for other in theirs:
+            if overlaps(key, other):
+                return key
+        for other in also:
+            if overlaps(key, other):
+                return key
+    return None
 
 
 class SchedulingRule:
@@ -39,17 +103,33 @@ class SchedulingRule:
         rule.submit("parallel")   # -> (1, [1])       call 1 starts
         rule.submit("exclusive")  # -> (2, [])        call 2 waits for call 1 to commit
         rule.settle(1)            # -> ([1], [2])     commit 1, then start 2
+
+        rule = SchedulingRule(max_parallel=4)
+        rule.submit("exclusive", Resources(writes=["a.txt"]))  # -> (1, [1])
+        rule.submit("exclusive", Resources(writes=["b.txt"]))  # -> (2, [2])   disjoint: overlap
+        rule.submit("parallel", Resources(reads=["a.txt"]))    # -> (3, [])    waits for call 1
+
+    Cost: a decision looks at the pending calls in order until the cap is reached or a call
+    that writes everything blocks the rest, and compares keyed calls with the earlier keyed
+    calls still uncommitted; calls that declare nothing are checked in constant time.
     """
 
     __slots__ = (
-        "_barrier",
+        "_all_readers",
+        "_all_writers",
         "_closed",
         "_cursor",
-        "_modes",
+        "_footprints",
+        "_keyed",
         "_next",
         "_pending",
+        "_pending_empty",
+        "_pending_special",
         "_running",
         "_settled",
+        "_touchers",
+        "_waits",
+        "_writers",
         "max_parallel",
     )
 
@@ -60,25 +140,52 @@ class SchedulingRule:
         self._next = 1  # sequence number of the next submission
         self._cursor = 1  # the next call to commit (head-of-line)
         self._pending: deque[int] = deque()  # submitted, not started, in order
-        self._modes: dict[int, Mode] = {}  # mode of every uncommitted call
+        self._footprints: dict[int, _Footprint] = {}  # of every pending call
+        self._pending_empty = 0  # pending calls that touch nothing
+        self._pending_special = 0  # pending calls that declared resources (keys or none)
         self._running: set[int] = set()  # started, not settled
         self._settled: set[int] = set()  # settled, waiting for their turn to commit
-        self._barrier: int | None = None  # the exclusive call holding the lane, until it commits
+        # Uncommitted calls by what they touch, each in submission order. Calls commit in
+        # order, so each queue only ever loses its front: its front is its earliest call.
+        self._all_readers: deque[int] = deque()  # read everything
+        self._all_writers: deque[int] = deque()  # write everything
+        self._writers: deque[int] = deque()  # write anything (everything included)
+        self._touchers: deque[int] = deque()  # touch anything
+        self._keyed: deque[tuple[int, _Footprint]] = deque()  # declare keys
+        self._waits: dict[int, Wait] = {}  # why a call did not start at once
         self._closed = False
 
     # -- inputs -------------------------------------------------------------------------------
 
-    def submit(self, mode: Mode) -> tuple[int, list[int]]:
-        """Queue a call; returns its sequence number and the calls that start now, in order."""
+    def submit(self, mode: Mode, resources: Resources | None = None) -> tuple[int, list[int]]:
+        """Queue a call; returns its sequence number and the calls that start now, in order.
+
+        ``resources``, when given, is what the call touches and ``mode`` is not consulted;
+        without it a ``"parallel"`` call reads everything and an ``"exclusive"`` one writes
+        everything.
+        """
         if self._closed:
             raise RuntimeError("the lane is closed; no call can be submitted")
         if mode != "parallel" and mode != "exclusive":
             raise ValueError(f"mode must be 'parallel' or 'exclusive', got {mode!r}")
+        if resources is not None and not isinstance(resources, Resources):
+            raise ValueError(f"resources must be Resources or None, got {resources!r}")
         seq = self._next
         self._next += 1
-        self._modes[seq] = mode
+        footprint = _footprint(mode, resources)
+        self._track(seq, footprint)
         self._pending.append(seq)
-        return seq, self._start_ready()
+        self._footprints[seq] = footprint
+        if resources is not None:
+            self._pending_special += 1
+            if footprint.empty:
+                self._pending_empty += 1
+        started = self._start_ready()
+        if (not started or started[-1] != seq) and seq not in self._waits:
+            wait = self._conflict(seq, footprint)  # the scan may have stopped before it
+            if wait is not None:
+                self._waits[seq] = wait
+        return seq, started
 
     def settle(self, seq: int) -> tuple[list[int], list[int]]:
         """Record that running call ``seq`` finished.
@@ -102,10 +209,9 @@ class SchedulingRule:
             committed.append(cursor)
             cursor += 1
         self._cursor = cursor
+        self._release(cursor)
         for done in committed:
-            del self._modes[done]
-        if self._barrier is not None and self._barrier < cursor:
-            self._barrier = None
+            self._waits.pop(done, None)
         return committed, self._start_ready()
 
     def close(self) -> list[tuple[int, bool]]:
@@ -116,11 +222,16 @@ class SchedulingRule:
         """
         self._closed = True
         remaining = [(seq, seq in self._settled) for seq in range(self._cursor, self._next)]
+        for queue in (self._all_readers, self._all_writers, self._writers, self._touchers):
+            queue.clear()
+        self._keyed.clear()
         self._pending.clear()
+        self._footprints.clear()
+        self._pending_empty = 0
+        self._pending_special = 0
         self._running.clear()
         self._settled.clear()
-        self._modes.clear()
-        self._barrier = None
+        self._waits.clear()
         self._cursor = self._next
         return remaining
 
@@ -138,8 +249,11 @@ class SchedulingRule:
 
     @property
     def barrier(self) -> int | None:
-        """The exclusive call holding the lane, if any."""
-        return self._barrier
+        """The started call that writes everything and has not committed yet, if any."""
+        writers = self._all_writers
+        if writers and writers[0] not in self._footprints:
+            return writers[0]
+        return None
 
     @property
     def next_commit(self) -> int:
@@ -151,21 +265,119 @@ class SchedulingRule:
         """Whether every submitted call has committed."""
         return self._cursor == self._next
 
+    def waited_for(self, seq: int) -> Wait | None:
+        """The first conflict that held call ``seq`` back, until it commits (``None``: it never
+        waited for another call, only perhaps for the cap)."""
+        return self._waits.get(seq)
+
     # -- the rule -----------------------------------------------------------------------------
 
-    def _start_ready(self) -> list[int]:
-        started: list[int] = []
-        pending, running, modes = self._pending, self._running, self._modes
-        while pending and self._barrier is None:
-            head = pending[0]
-            if modes[head] == "parallel":
-                if len(running) >= self.max_parallel:
-                    break
-            elif running or self._cursor != head:
+    def _track(self, seq: int, footprint: _Footprint) -> None:
+        if footprint.reads_all:
+            self._all_readers.append(seq)
+        elif footprint.writes_all:
+            self._all_writers.append(seq)
+            self._writers.append(seq)
+        elif footprint.empty:
+            return
+        else:
+            if footprint.writes:
+                self._writers.append(seq)
+            self._keyed.append((seq, footprint))
+        self._touchers.append(seq)
+
+    def _release(self, cursor: int) -> None:
+        """Forget the resources of every call before ``cursor`` (all committed)."""
+        for queue in (self._touchers, self._all_readers, self._all_writers, self._writers):
+            while queue and queue[0] < cursor:
+                queue.popleft()
+        keyed = self._keyed
+        while keyed and keyed[0][0] < cursor:
+            keyed.popleft()
+
+    def _conflict(self, seq: int, footprint: _Footprint) -> Wait | None:
+        """The earliest-found uncommitted call before ``seq`` that ``footprint`` conflicts with."""
+        if footprint.reads_all:  # conflicts with anything that writes anything
+            writers = self._writers
+            return Wait(writers[0], EVERYTHING) if writers and writers[0] < seq else None
+        if footprint.writes_all:  # conflicts with anything that touches anything
+            first = self._touchers[0]
+            return Wait(first, EVERYTHING) if first < seq else None
+        if footprint.empty:
+            return None
+        if footprint.writes and self._all_readers and self._all_readers[0] < seq:
+            return Wait(self._all_readers[0], EVERYTHING)
+        if self._all_writers and self._all_writers[0] < seq:
+            return Wait(self._all_writers[0], EVERYTHING)
+        for other, theirs in self._keyed:
+            if other >= seq:
                 break
-            else:
-                self._barrier = head
+            key = _shared(footprint.writes, theirs.reads, theirs.writes) or _shared(
+                footprint.reads, theirs.writes
+            )
+            if key is not None:
+                return Wait(other, key)
+        return None
+
+    def _start_ready(self) -> list[int]:
+        if self._pending_special:
+            return self._start_any()
+        return self._start_in_order()
+
+    def _start_in_order(self) -> list[int]:
+        """Every pending call declares nothing: a call that waits holds back every later one
+        (each conflicts with what the first waits for, or the cap is full), so only the head
+        of the queue can start. The safe/unsafe rule's own fast path."""
+        started: list[int] = []
+        pending, running, footprints = self._pending, self._running, self._footprints
+        writers, touchers = self._writers, self._touchers
+        while pending and len(running) < self.max_parallel:
+            head = pending[0]
+            if footprints[head].reads_all:  # waits for any earlier writer
+                blocker = writers[0] if writers and writers[0] < head else None
+            else:  # writes everything: waits for any earlier call
+                blocker = touchers[0] if touchers[0] < head else None
+            if blocker is not None:
+                if head not in self._waits:
+                    self._waits[head] = Wait(blocker, EVERYTHING)
+                break
             pending.popleft()
+            del footprints[head]
             running.add(head)
             started.append(head)
+        return started
+
+    def _start_any(self) -> list[int]:
+        """Some pending call declared resources: any pending call may start, in order of
+        submission, when it conflicts with no earlier uncommitted call."""
+        started: list[int] = []
+        waiting: list[int] = []
+        pending, running, footprints, waits = self._pending, self._running, self._footprints, {}
+        while pending:
+            seq = pending.popleft()
+            footprint = footprints[seq]
+            if len(running) >= self.max_parallel:
+                waiting.append(seq)
+                break
+            if not footprint.empty:
+                writers = self._all_writers
+                if writers and writers[0] < seq and self._pending_empty == 0:
+                    waits[seq] = Wait(writers[0], EVERYTHING)  # it, and every later call, waits
+                    waiting.append(seq)
+                    break
+                wait = self._conflict(seq, footprint)
+                if wait is not None:
+                    waits[seq] = wait
+                    waiting.append(seq)
+                    continue
+            del footprints[seq]
+            if footprint.keyed or footprint.empty:
+                self._pending_special -= 1
+            if footprint.empty:
+                self._pending_empty -= 1
+            running.add(seq)
+            started.append(seq)
+        pending.extendleft(reversed(waiting))
+        for seq, wait in waits.items():
+            self._waits.setdefault(seq, wait)
         return started

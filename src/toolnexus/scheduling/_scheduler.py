@@ -2,7 +2,7 @@
 
 One ``Scheduler`` orders the tool calls of one batch (native calls of a model response) or one
 Code Mode run (the sub-calls of a program, arriving while it runs). Every ordering decision is
-made by :class:`~toolnexus.scheduling._rule.SchedulingRule`; this module only carries them out.
+made by [`SchedulingRule`][toolnexus.scheduling.SchedulingRule]; this module only carries them out.
 
 Why no locks: all state is touched on the event-loop thread only (``submit`` is synchronous and
 workers report back between awaits), so the loop itself serialises the lane, the way a
@@ -37,10 +37,11 @@ from toolnexus.scheduling._outcome import (
     outcome_from_exception,
     outcome_from_value,
 )
-from toolnexus.scheduling._rule import Mode, SchedulingRule
+from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
 from toolnexus.tools import Tool
-from toolnexus.tools._safety import concurrency_mode
+from toolnexus.tools._resources import Resources
+from toolnexus.tools._safety import classify
 
 __all__ = [
     "ABANDONED",
@@ -68,8 +69,9 @@ STOP_GRACE_SECONDS = 5.0
 class Dispatch(Protocol):
     """How a call reaches its tool: ``await dispatch(tool, args, run_ctx)``.
 
-    Return the call's value, or an :class:`Outcome` (taken as is), or raise. The scheduler
-    never calls tools itself, so it can be driven by a stub with no tools behind it.
+    Return the call's value, or an [`Outcome`][toolnexus.scheduling.Outcome] (taken as is), or
+    raise. The scheduler never calls tools itself, so it can be driven by a stub with no tools
+    behind it.
     """
 
     def __call__(self, tool: Tool, args: dict[str, Any], run_ctx: Any, /) -> Awaitable[Any]: ...
@@ -89,7 +91,8 @@ async def invoke_tool(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
 
 
 class Ticket:
-    """Handle for one submitted call; pass it to :meth:`Scheduler.wait`.
+    """Handle for one submitted call; pass it to
+    [`Scheduler.wait`][toolnexus.scheduling.Scheduler.wait].
 
     Opaque apart from ``tool`` (the tool's name, so an answer can name the tool even when the
     scheduler is gone) and ``seq`` (the call's place in submission order, from 1; 0 for a
@@ -131,10 +134,12 @@ class _Call:
         "mode",
         "model_call_id",
         "outcome",
+        "resources",
         "run_ctx",
         "seq",
         "span",
         "tool",
+        "waited",
     )
 
     def __init__(
@@ -147,10 +152,13 @@ class _Call:
         run_ctx: Any,
         future: asyncio.Future[Outcome],
         model_call_id: str | None,
+        resources: Resources | None = None,
     ) -> None:
         self.seq = seq
         self.tool = tool
         self.args = args
+        self.resources = resources  # what it declared it touches (None: its safety class)
+        self.waited: Wait | None = None  # the conflict it waited for before it started
         self.logged_args = logged_args
         self.mode = mode
         self.run_ctx = run_ctx
@@ -189,7 +197,7 @@ class Scheduler:
     Args:
         dispatch: ``async (tool, args, run_ctx) -> value | Outcome``; defaults to running
             ``tool.invoke`` (validate, then execute).
-        session: The :class:`~toolnexus.session.Session` that receives one bookkeeping
+        session: The [`Session`][toolnexus.session.Session] that receives one bookkeeping
             ``tool_call`` event per started call; a fresh one by default.
         max_parallel: The most calls executing at once (positive int, default 10).
         call_id: The outer call's id (a ``run_code`` tool-call id), used to build each event's
@@ -260,7 +268,7 @@ class Scheduler:
 
     @property
     def stopped(self) -> bool:
-        """Whether :meth:`stop` has been called."""
+        """Whether `stop` has been called."""
         return self._stopped
 
     def submit(
@@ -291,10 +299,12 @@ class Scheduler:
         if not isinstance(dispatched, dict):
             return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
         logged = snapshot(raw)
-        mode = concurrency_mode(tool, dispatched)
+        mode, resources = classify(tool, dispatched)
         future: asyncio.Future[Outcome] = loop.create_future()
-        seq, started = self._rule.submit(mode)
-        self._calls[seq] = _Call(seq, tool, dispatched, logged, mode, run_ctx, future, call_id)
+        seq, started = self._rule.submit(mode, resources)
+        self._calls[seq] = _Call(
+            seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources
+        )
         self._carry_out([], started, take=False)
         return Ticket(self, seq, name, future)
 
@@ -399,8 +409,12 @@ class Scheduler:
             return None
         self._not_begun += len(started)
         for seq in started:
+            call = calls[seq]
+            call.waited = self._rule.waited_for(seq)
             if self._audit:
-                self._log_start(calls[seq])
+                self._log_start(call)
+            elif call.resources is not None:
+                self._log_resources(call)
         last = len(started) - 1 if take else len(started)
         for seq in started[:last]:
             self._spawn(calls[seq])
@@ -453,12 +467,19 @@ class Scheduler:
                 await asyncio.sleep(0)
 
     def _span_attributes(self, call: _Call) -> dict[str, Any]:
-        return {
+        attributes: dict[str, Any] = {
             "gen_ai.tool.call.id": call.model_call_id,
             "toolnexus.call.seq": call.seq,
             "toolnexus.call.mode": call.mode,
             "toolnexus.lane.call_id": self._call_id,
         }
+        if call.resources is not None:
+            attributes["toolnexus.call.reads"] = sorted(call.resources.reads)
+            attributes["toolnexus.call.writes"] = sorted(call.resources.writes)
+        if call.waited is not None:
+            attributes["toolnexus.call.waited_for.seq"] = call.waited.call
+            attributes["toolnexus.call.waited_for.resource"] = call.waited.resource
+        return attributes
 
     def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
         """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
@@ -500,9 +521,28 @@ class Scheduler:
             "mode": call.mode,
             "seq": call.seq,
             "source": "code_mode",
+            **self._scheduling_facts(call),
         }
         # The data is built from this lane's own snapshot, so it is JSON-shaped by construction.
         self._events.append(self._session._append_json("tool_call", data))
+
+    def _log_resources(self, call: _Call) -> None:
+        """A native call's declared resources (its ``tool_call`` is the model's own message)."""
+        data = {"id": call.model_call_id, "name": call.tool.name, **self._scheduling_facts(call)}
+        self._events.append(self._session._append_json("call_resources", data))
+
+    def _scheduling_facts(self, call: _Call) -> dict[str, Any]:
+        """What a call declared it touches, and which call and resource it waited for."""
+        facts: dict[str, Any] = {}
+        if call.resources is not None:
+            facts["resources"] = {
+                "reads": sorted(call.resources.reads),
+                "writes": sorted(call.resources.writes),
+            }
+        if call.waited is not None:
+            waited = call.waited
+            facts["waited_for"] = {"seq": waited.call, "resource": waited.resource}
+        return facts
 
     def _deliver(self, call: _Call, outcome: Outcome) -> None:
         if not call.future.done():

@@ -2,7 +2,8 @@
 
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
-from toolnexus.tools._safety import Mode, concurrency_mode
+from toolnexus.tools._resources import Resources, ResourcesFunction
+from toolnexus.tools._safety import Mode, classify, concurrency_mode
 from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolResult
 from toolnexus.tools._toolkit import Toolkit
 
@@ -11,11 +12,14 @@ __all__ = [
     "BeforeHook",
     "ConcurrencyPredicate",
     "Mode",
+    "Resources",
+    "ResourcesFunction",
     "Tool",
     "ToolHints",
     "ToolHooks",
     "ToolResult",
     "Toolkit",
+    "classify",
     "concurrency_mode",
     "tool",
 ]

@@ -1,6 +1,7 @@
 """Argument validation: a model's arguments are checked before a tool body ever runs.
 
-Two validators, one contract (raise :class:`ToolArgumentsError` naming each field and problem):
+Two validators, one contract (raise [`ToolArgumentsError`][toolnexus.errors.ToolArgumentsError]
+naming each field and problem):
 
 * tools built by ``@tool`` carry a pydantic model, which validates with the same rules as its
   generated JSON Schema plus pydantic's coercions and any custom validators;
@@ -22,7 +23,8 @@ from toolnexus.errors import ConfigurationError, ToolArgumentsError
 
 __all__ = ["ArgumentsValidator", "schema_validator"]
 
-ArgumentsValidator = Callable[[Mapping[str, Any]], None]
+ArgumentsValidator = Callable[[Mapping[str, Any]], BaseModel | None]
+"""Checks arguments; returns them parsed by the tool's pydantic model (``None`` for a schema)."""
 
 
 def _field_path(parts: Any) -> str:
@@ -30,9 +32,9 @@ def _field_path(parts: Any) -> str:
 
 
 def _model_validator(name: str, model: type[BaseModel]) -> ArgumentsValidator:
-    def validate(args: Mapping[str, Any]) -> None:
+    def validate(args: Mapping[str, Any]) -> BaseModel:
         try:
-            model.model_validate(args)
+            return model.model_validate(args)
         except ValidationError as exc:
             problems = []
             for err in exc.errors(include_url=False):
@@ -63,6 +65,7 @@ def _json_schema_validator(name: str, schema: dict[str, Any]) -> ArgumentsValida
                 where = _field_path(err.absolute_path)
                 problems.append(f"{where}: {err.message}" if where else err.message)
             raise ToolArgumentsError(name, problems)
+        return
 
     return validate
 

@@ -1,4 +1,4 @@
-"""``@tool``: a :class:`Tool` from a type-annotated function.
+"""``@tool``: a [`Tool`][toolnexus.tools.Tool] from a type-annotated function.
 
 The function's parameters become the tool's arguments: their annotations give the JSON Schema
 (through pydantic), their defaults make them optional, and the ``Args:`` section of the
@@ -18,7 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_mod
 from pydantic.json_schema import GenerateJsonSchema
 
 from toolnexus.errors import ConfigurationError
-from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints
+from toolnexus.tools._resources import ResourcesFunction
+from toolnexus.tools._tool import (
+    AsyncValidatingCall,
+    ConcurrencyPredicate,
+    Tool,
+    ToolHints,
+    ValidatingCall,
+)
 
 __all__ = ["tool"]
 
@@ -87,11 +94,10 @@ def _arguments_model(
 
 def _make_execute(
     fn: Callable[..., Any], model: type[BaseModel], names: list[str], takes_ctx: bool
-) -> Callable[[dict[str, Any], Any], Any]:
-    """The ``execute(args, ctx)`` wrapper that validates and calls ``fn`` with keywords."""
+) -> ValidatingCall:
+    """``fn`` as ``execute(args, ctx)``: validated by ``model``, called with keywords."""
 
-    def keywords(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        parsed = model.model_validate(args)
+    def keywords(parsed: BaseModel, ctx: Any) -> dict[str, Any]:
         kwargs = {name: getattr(parsed, f"p{i}") for i, name in enumerate(names)}
         if takes_ctx:
             kwargs[CONTEXT_PARAMETER] = ctx
@@ -99,15 +105,15 @@ def _make_execute(
 
     if inspect.iscoroutinefunction(fn):
 
-        async def execute_async(args: dict[str, Any], ctx: Any) -> Any:
-            return await fn(**keywords(args, ctx))
+        async def run_async(parsed: BaseModel, ctx: Any) -> Any:
+            return await fn(**keywords(parsed, ctx))
 
-        return execute_async
+        return AsyncValidatingCall(model, run_async)
 
-    def execute_sync(args: dict[str, Any], ctx: Any) -> Any:
-        return fn(**keywords(args, ctx))
+    def run_sync(parsed: BaseModel, ctx: Any) -> Any:
+        return fn(**keywords(parsed, ctx))
 
-    return execute_sync
+    return ValidatingCall(model, run_sync)
 
 
 def inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
@@ -153,6 +159,7 @@ def _build(
     concurrency_safe: ConcurrencyPredicate | None,
     requires_approval: bool,
     timeout: float | None,
+    resources: ResourcesFunction | None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigurationError(f"@tool must decorate a function, got {fn!r}.")
@@ -178,6 +185,7 @@ def _build(
         requires_approval=requires_approval,
         arguments_model=model,
         timeout=timeout,
+        resources=resources,
     )
 
 
@@ -197,6 +205,7 @@ def tool(
     concurrency_safe: ConcurrencyPredicate | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    resources: ResourcesFunction | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -210,8 +219,9 @@ def tool(
     concurrency_safe: ConcurrencyPredicate | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    resources: ResourcesFunction | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Turn a type-annotated function (sync or async) into a :class:`Tool`.
+    """Turn a type-annotated function (sync or async) into a [`Tool`][toolnexus.tools.Tool].
 
     Use it bare or with options::
 
@@ -234,7 +244,10 @@ def tool(
         concurrency_safe: Per-call predicate on the arguments dict; only ``True`` means safe.
         requires_approval: Whether each call needs an approval handler's consent.
         timeout: Seconds a call may take before it fails (``None``: no limit); see
-            :attr:`Tool.timeout`.
+            `Tool.timeout`.
+        resources: ``resources(args) -> Resources | None``: the resources one call reads and
+            writes, so calls on different resources overlap (see
+            [`Resources`][toolnexus.tools.Resources]). ``None``: the safety class decides.
 
     Returns:
         The tool (or, with options, a decorator that returns it).
@@ -253,6 +266,7 @@ def tool(
             concurrency_safe=concurrency_safe,
             requires_approval=requires_approval,
             timeout=timeout,
+            resources=resources,
         )
 
     if fn is not None:

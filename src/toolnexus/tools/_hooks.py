@@ -22,7 +22,7 @@ exception's message becomes the call's failure message; the tool never runs).
 AfterHook = Callable[[str, dict[str, Any], Any, Any], Any]
 """``after(tool_name, args, outcome, run_ctx)``, sync or async.
 
-Return ``None`` to keep the :class:`~toolnexus.scheduling.Outcome`, or an ``Outcome`` to
+Return ``None`` to keep the [`Outcome`][toolnexus.scheduling.Outcome], or an ``Outcome`` to
 replace it (to redact a value, say). A raising after-hook turns the outcome into a failure.
 """
 

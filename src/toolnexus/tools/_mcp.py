@@ -7,10 +7,10 @@
         result = await client.run("…", tools=[*tools, *builtin_tools()])
 
 Each server's tools are named ``<server>_<tool>`` (sanitised) with their schemas passed through.
-Annotations become :class:`ToolHints`: a ``readOnlyHint`` makes a tool safe, so it overlaps
-(the scheduling rule's safe class). Per server, ``trust_annotations: false`` makes every tool
-unsafe and ``read_only_tools: [...]`` marks named ones safe. A server that fails to start is
-reported (in ``tools.failures`` and the log) and left out; the others work.
+Annotations become [`ToolHints`][toolnexus.tools.ToolHints]: a ``readOnlyHint`` makes a tool safe,
+so it overlaps (the scheduling rule's safe class). Per server, ``trust_annotations: false`` makes
+every tool unsafe and ``read_only_tools: [...]`` marks named ones safe. A server that fails to start
+is reported (in ``tools.failures`` and the log) and left out; the others work.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from toolnexus._checks import positive_number
 from toolnexus.errors import ConfigurationError
+from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
 __all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
@@ -50,9 +51,13 @@ class ServerConfig:
         trust_annotations: Whether its tools' annotations decide their safety.
         read_only_tools: Tool names (the server's own) to treat as read-only regardless.
         timeout: Seconds each call of its tools may take (``None``: no limit); see
-            :attr:`~toolnexus.Tool.timeout`.
+            `timeout`.
         connect_timeout: Seconds to connect, initialise and list the tools (default 10): a
             server that takes longer is reported as failed, not waited for.
+        resources: Per tool (the server's own name), the arguments whose values are the keys
+            it reads and writes: ``{"edit_file": {"writes_arg": "path"}}`` (a name or a list
+            of names; an argument holding a list of strings gives one key per item). Calls on
+            different keys overlap; see [`Resources`][toolnexus.tools.Resources].
     """
 
     name: str
@@ -67,6 +72,7 @@ class ServerConfig:
     timeout: float | None = None
     transport: str = "stdio"
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    resources: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http",
@@ -112,9 +118,57 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 timeout=_timeout(name, spec.get("timeout")),
                 transport=TRANSPORTS[transport],
                 connect_timeout=connect if connect is not None else DEFAULT_CONNECT_TIMEOUT,
+                resources=_resource_args(name, spec.get("resources", {})),
             )
         )
     return parsed
+
+
+RESOURCE_ARGS = ("reads_arg", "writes_arg")
+
+
+def _resource_args(server: str, spec: Any) -> dict[str, dict[str, tuple[str, ...]]]:
+    """A server's ``resources`` setting, checked: tool -> {"reads_arg"/"writes_arg": names}."""
+    example = '{"edit_file": {"writes_arg": "path"}}'
+    if not isinstance(spec, Mapping):
+        raise ConfigurationError(
+            f"MCP server {server!r}: resources must map tool names to argument names, "
+            f"like {example}."
+        )
+    parsed: dict[str, dict[str, tuple[str, ...]]] = {}
+    for tool, args in spec.items():
+        if not isinstance(args, Mapping) or not set(args) <= set(RESOURCE_ARGS) or not args:
+            raise ConfigurationError(
+                f"MCP server {server!r}: resources of {tool!r} must use the keys "
+                f"{' and/or '.join(RESOURCE_ARGS)}, like {example}; got {args!r}."
+            )
+        parsed[str(tool)] = {}
+        for kind, names in args.items():
+            listed = [names] if isinstance(names, str) else names
+            if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+                raise ConfigurationError(
+                    f"MCP server {server!r}: resources.{tool}.{kind} must be an argument name "
+                    f"or a list of them, got {names!r}."
+                )
+            parsed[str(tool)][kind] = tuple(listed)
+    return parsed
+
+
+def _declaration(arg_names: dict[str, tuple[str, ...]]) -> ResourcesFunction:
+    """Declares the values of the named arguments as the keys one call reads and writes."""
+
+    def declare(args: dict[str, Any]) -> Resources | None:
+        keys: dict[str, list[str]] = {"reads_arg": [], "writes_arg": []}
+        for kind, names in arg_names.items():
+            for name in names:
+                value = args.get(name)
+                values: list[Any] = value if isinstance(value, list) else [value]
+                if not values or not all(isinstance(v, str) and v for v in values):
+                    return None  # not a key: the call keeps its safety class
+                keys[kind].extend(str(v) for v in values)
+        return Resources(reads=keys["reads_arg"], writes=keys["writes_arg"])
+
+    return declare
 
 
 def _timeout(server: str, value: Any, key: str = "timeout") -> float | None:
@@ -187,6 +241,7 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
         schema,
         execute=execute,
         hints=_hints(server, tool),
+        resources=_declaration(server.resources[remote]) if remote in server.resources else None,
         source="mcp",
         timeout=server.timeout,
     )

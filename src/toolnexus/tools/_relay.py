@@ -44,5 +44,5 @@ def relay_tool(
 
 
 def is_relay(tool: Tool) -> bool:
-    """Whether ``tool`` was made by :func:`relay_tool`."""
+    """Whether ``tool`` was made by [`relay_tool`][toolnexus.tools.relay.relay_tool]."""
     return tool.source == RELAY_SOURCE

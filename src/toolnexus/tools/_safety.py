@@ -1,4 +1,5 @@
-"""Classification: may this call overlap others (``parallel``) or must it run alone?
+"""Classification: may this call overlap others (``parallel``) or must it run alone, and
+which resources does it declare?
 
 The safety class of a call is a property of the tool (its predicate, else its hints), so it
 lives with the tools; the scheduler asks it for every call it submits.
@@ -11,9 +12,10 @@ import logging
 from typing import Any, Literal
 
 from toolnexus._snapshot import snapshot
+from toolnexus.tools._resources import Resources
 from toolnexus.tools._tool import Tool
 
-__all__ = ["Mode", "concurrency_mode"]
+__all__ = ["Mode", "classify", "concurrency_mode"]
 
 logger = logging.getLogger("toolnexus.scheduling")
 
@@ -63,3 +65,37 @@ def concurrency_mode(tool: Tool, args: dict[str, Any]) -> Mode:
             verdict,
         )
     return "exclusive"
+
+
+def classify(tool: Tool, args: dict[str, Any]) -> tuple[Mode, Resources | None]:
+    """One call's safety class, and the resources it declares (``None``: no declaration).
+
+    A tool without a ``resources`` function, or whose function returns ``None`` for these
+    arguments, declares nothing. A function that raises or returns anything but
+    ``Resources``/``None`` makes the call write everything (``"exclusive"``, no declaration),
+    with a warning: fail-safe, like a failing ``concurrency_safe`` predicate. The function gets
+    a copy of the arguments, so it cannot change what the tool receives.
+    """
+    declare = tool.resources
+    mode = concurrency_mode(tool, args)
+    if declare is None:
+        return mode, None
+    try:
+        declared = declare(snapshot(args))
+    except Exception as exc:
+        logger.warning(
+            "resources declaration of tool %r raised %s: %s; the call writes everything",
+            tool.name,
+            type(exc).__name__,
+            exc,
+        )
+        return "exclusive", None
+    if declared is None or isinstance(declared, Resources):
+        return mode, declared
+    logger.warning(
+        "resources declaration of tool %r returned %r, not Resources or None; the call "
+        "writes everything",
+        tool.name,
+        declared,
+    )
+    return "exclusive", None

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from toolnexus._checks import int_at_least, positive_number
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
+from toolnexus.tools._resources import ResourcesFunction
 from toolnexus.tools._threads import TOOL_THREADS, run_in_context
 
 __all__ = ["ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult"]
@@ -88,11 +89,35 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+class ValidatingCall:
+    """A typed function as ``execute(args, ctx)``: ``model`` validates the arguments, then
+    ``run_parsed(parsed, ctx)`` calls the function with them (``@tool`` builds these).
+
+    A [`Tool`][toolnexus.tools.Tool] whose ``execute`` is one, with the same model as its
+    ``arguments_model``, hands ``run_parsed`` the arguments its own validation parsed, so
+    a call's arguments are validated once, not once more inside ``execute``.
+    """
+
+    def __init__(self, model: type[BaseModel], run_parsed: Callable[[BaseModel, Any], Any]):
+        self.model = model
+        self.run_parsed = run_parsed
+
+    def __call__(self, args: dict[str, Any], ctx: Any) -> Any:
+        return self.run_parsed(self.model.model_validate(args), ctx)
+
+
+class AsyncValidatingCall(ValidatingCall):
+    """A `ValidatingCall` of an async function."""
+
+    async def __call__(self, args: dict[str, Any], ctx: Any) -> Any:
+        return await self.run_parsed(self.model.model_validate(args), ctx)
+
+
 @dataclass(frozen=True, eq=False)
 class Tool:
     """A tool a model can call.
 
-    Build one with the :func:`~toolnexus.tool` decorator from a typed function, or directly
+    Build one with the [`tool`][toolnexus.tools.tool] decorator from a typed function, or directly
     when you already have a JSON Schema (an MCP tool, a relay)::
 
         Tool(
@@ -108,8 +133,8 @@ class Tool:
         description: What the tool does, for the model.
         input_schema: JSON Schema (``"type": "object"``) of the arguments.
         execute: ``execute(args)`` or ``execute(args, ctx)``, sync or async. It returns any
-            JSON-shaped value or a :class:`ToolResult`, or raises. Sync functions run in a worker
-            thread so they never block the event loop.
+            JSON-shaped value or a [`ToolResult`][toolnexus.tools.ToolResult], or raises. Sync
+            functions run in a worker thread so they never block the event loop.
         hints: Side-effect hints; ``None`` means "nothing promised" (treated as unsafe).
         concurrency_safe: Optional per-call predicate; it decides parallel vs exclusive for
             each call, and only a return value that ``is True`` counts as safe.
@@ -118,12 +143,17 @@ class Tool:
         arguments_model: Set by ``@tool``: the pydantic model that validates arguments in place
             of the JSON Schema (same rules, plus pydantic's coercions and custom validators).
         retries: How often in one run the model may try this tool again after a call asked
-            for it (the tool raised :class:`~toolnexus.errors.ModelRetry`, or the arguments
+            for it (the tool raised [`ModelRetry`][toolnexus.errors.ModelRetry], or the arguments
             did not validate); past it the run stops as ``"incomplete"``. ``None``: 1.
         timeout: Seconds a call may take before it fails with "did not finish within N s"
             (``None``: no limit). It frees the call's place in the lane, so a hung tool cannot
             hold a turn forever. An async tool is cancelled; a sync tool's thread cannot be
             interrupted and finishes on its own, its result discarded.
+        resources: ``resources(args) -> Resources | None``: the resources one call reads and
+            writes. Calls on disjoint resources overlap; calls sharing a resource that one of
+            them writes run one at a time, in emitted order. ``None`` (or a function returning
+            ``None``): the call keeps its safety class (safe reads everything, unsafe writes
+            everything). A function that raises or returns anything else: writes everything.
     """
 
     name: str
@@ -137,7 +167,9 @@ class Tool:
     arguments_model: type[BaseModel] | None = field(default=None, kw_only=True, repr=False)
     retries: int | None = field(default=None, kw_only=True)
     timeout: float | None = field(default=None, kw_only=True)
+    resources: ResourcesFunction | None = field(default=None, kw_only=True)
     _validator: ArgumentsValidator = field(init=False, repr=False)
+    _run_parsed: Callable[[BaseModel, Any], Any] | None = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
     _is_async: bool = field(init=False, repr=False)
 
@@ -167,6 +199,11 @@ class Tool:
                 f"Tool '{self.name}': concurrency_safe must be a callable taking the "
                 f"arguments dict, got {self.concurrency_safe!r}."
             )
+        if self.resources is not None and not callable(self.resources):
+            raise ConfigurationError(
+                f"Tool '{self.name}': resources must be a function of the arguments returning "
+                f"Resources or None, got {self.resources!r}."
+            )
         if self.retries is not None and not int_at_least(self.retries, 0):
             raise ConfigurationError(
                 f"Tool '{self.name}': retries must be None or an int >= 0, got {self.retries!r}."
@@ -184,6 +221,11 @@ class Tool:
         validator = schema_validator(self.name, dict(self.input_schema), self.arguments_model)
         object.__setattr__(self, "input_schema", dict(self.input_schema))
         object.__setattr__(self, "_validator", validator)
+        execute = self.execute
+        run_parsed = None
+        if isinstance(execute, ValidatingCall) and execute.model is self.arguments_model:
+            run_parsed = execute.run_parsed  # validated once, by invoke; not again by execute
+        object.__setattr__(self, "_run_parsed", run_parsed)
         object.__setattr__(self, "_takes_context", _accepts_context(self.execute))
         object.__setattr__(self, "_is_async", _is_async(self.execute))
 
@@ -203,25 +245,31 @@ class Tool:
 
         Raises:
             ToolArgumentsError: the arguments do not match the schema; ``execute`` never ran.
-            TimeoutError: the call took longer than :attr:`timeout`.
+            TimeoutError: the call took longer than `timeout`.
             Exception: whatever ``execute`` raised.
         """
-        self._validator(args)
+        parsed = self._validator(args)
+        target: Callable[..., Any]
+        call_args: tuple[Any, ...]
+        if parsed is not None and self._run_parsed is not None:
+            target, call_args = self._run_parsed, (parsed, ctx)
+        else:
+            target = self.execute
+            call_args = (args, ctx) if self._takes_context else (args,)
         if self.timeout is None:
-            return await self._execute(args, ctx)
+            return await self._execute(target, call_args)
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._execute(args, ctx)
+                return await self._execute(target, call_args)
         except TimeoutError:
             raise TimeoutError(
                 f"tool '{self.name}' did not finish within {self.timeout:g} s (its timeout)"
             ) from None
 
-    async def _execute(self, args: dict[str, Any], ctx: Any) -> Any:
-        call_args: tuple[Any, ...] = (args, ctx) if self._takes_context else (args,)
+    async def _execute(self, target: Callable[..., Any], call_args: tuple[Any, ...]) -> Any:
         if self._is_async:
-            return await self.execute(*call_args)
-        job = TOOL_THREADS.submit(run_in_context(self.execute, *call_args))
+            return await target(*call_args)
+        job = TOOL_THREADS.submit(run_in_context(target, *call_args))
         try:
             result = await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:  # a timeout or a cancel: the thread may never return

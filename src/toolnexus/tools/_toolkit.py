@@ -41,7 +41,7 @@ class Toolkit:
             Whether the tool was added (``False`` for a duplicate name, which is logged).
 
         Raises:
-            ConfigurationError: ``tool`` is not a :class:`Tool`.
+            ConfigurationError: ``tool`` is not a [`Tool`][toolnexus.tools.Tool].
         """
         if not isinstance(tool, Tool):
             raise ConfigurationError(

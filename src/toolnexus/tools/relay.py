@@ -1,4 +1,4 @@
-"""Relay tools (``toolnexus.tools.relay``): see :func:`relay_tool`."""
+"""Relay tools (``toolnexus.tools.relay``): see [`relay_tool`][toolnexus.tools.relay.relay_tool]."""
 
 from toolnexus.tools._relay import is_relay, relay_tool
 

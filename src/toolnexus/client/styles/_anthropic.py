@@ -114,8 +114,8 @@ class AnthropicStyle(Style):
 
         Why not the SDK's accumulating stream helper: it decodes each call's ``partial_json``
         itself and fails the whole response on one call's broken input. Here the input text is
-        kept as text, so :func:`~toolnexus.scheduling.run_batch`'s strict parser fails that one
-        call, with a message the model reads.
+        kept as text, so [`run_batch`][toolnexus.scheduling.run_batch]'s strict parser fails that
+        one call, with a message the model reads.
         """
         blocks: dict[int, dict[str, Any]] = {}
         usage = Usage()

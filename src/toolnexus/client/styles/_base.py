@@ -162,7 +162,7 @@ class Style:
     """A wire format the loop speaks: OpenAI Chat Completions or Anthropic Messages.
 
     Holds what both share: construction, one SDK client per event loop (reused by every run of
-    the client, closed by :meth:`aclose`), and :meth:`respond`, the one place where a turn is
+    the client, closed by `aclose`), and `respond`, the one place where a turn is
     asked for, retried, cut off at its time limit and its errors translated. Subclasses say how
     tools are declared, how a request is built (``request``), answered whole (``complete``) or
     streamed (``stream``), and how results go back (``results``).
@@ -317,7 +317,8 @@ class Style:
                 attempt += 1
 
     async def _one(self, attempt: Awaitable[AssistantTurn]) -> AssistantTurn:
-        """One request; the SDK's errors become :class:`ProviderError` (caused by them)."""
+        """One request; the SDK's errors become [`ProviderError`][toolnexus.errors.ProviderError]
+        (caused by them)."""
         translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
         try:
             return await attempt
@@ -357,7 +358,7 @@ class Style:
         raise NotImplementedError
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
-        """One whole (JSON) response (:meth:`respond` announces its text and calls)."""
+        """One whole (JSON) response (`respond` announces its text and calls)."""
         raise NotImplementedError
 
     async def stream(

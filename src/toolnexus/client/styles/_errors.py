@@ -2,7 +2,7 @@
 
 Both official SDKs raise errors of the same shape (``APIStatusError`` with ``status_code``,
 ``body`` and ``response``; ``APIConnectionError``; ``APITimeoutError``). This module turns them
-into :class:`~toolnexus.errors.ProviderError` with a one-line cause (the full body stays in
+into [`ProviderError`][toolnexus.errors.ProviderError] with a one-line cause (the full body stays in
 ``detail``) and decides which are worth a retry.
 
 Why toolnexus retries instead of the SDKs: the SDKs retry every 5xx and every timeout. A 500

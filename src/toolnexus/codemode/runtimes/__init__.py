@@ -1,7 +1,8 @@
 """Code Mode runtimes: the sandboxes programs run in.
 
 ``MontyRuntime`` runs Python (the default); ``V8Runtime`` runs JavaScript in a permission-less
-Deno subprocess. Both implement :class:`CodeRuntime`; budgets are keyword arguments of either.
+Deno subprocess. Both implement [`CodeRuntime`][toolnexus.codemode.runtimes.CodeRuntime]; budgets
+are keyword arguments of either.
 """
 
 from toolnexus.codemode.runtimes._base import (

@@ -2,8 +2,8 @@
 
 A runtime runs one program and knows nothing of tools beyond their names: each call the program
 makes is handed to ``call_tool(name, args)``, an awaitable that resolves to the call's
-:class:`~toolnexus.scheduling.Outcome` once it has committed (the run's scheduler lane sits behind
-it). The runtime turns that outcome into a value or a ``ToolError`` inside the sandbox.
+[`Outcome`][toolnexus.scheduling.Outcome] once it has committed (the run's scheduler lane sits
+behind it). The runtime turns that outcome into a value or a ``ToolError`` inside the sandbox.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class RunReport:
 class CodeRuntime(Protocol):
     """A sandbox that runs model-written programs.
 
-    Implementations: :class:`~toolnexus.codemode.runtimes.MontyRuntime` (Python) and
-    :class:`~toolnexus.codemode.runtimes.V8Runtime` (JavaScript).
+    Implementations: [`MontyRuntime`][toolnexus.codemode.runtimes.MontyRuntime] (Python) and
+    [`V8Runtime`][toolnexus.codemode.runtimes.V8Runtime] (JavaScript).
     """
 
     language: str
@@ -222,7 +222,7 @@ class LogCapture:
     """A run's logs, in order: stdout lines as strings, stderr lines as ``{"stderr": line}``.
 
     Text arrives in chunks that need not end at line breaks; each stream keeps its partial line
-    until the next break or :meth:`finish`. Past ``max_output`` bytes, later lines are dropped
+    until the next break or `finish`. Past ``max_output`` bytes, later lines are dropped
     and one marker says so. Thread-safe: a sandbox's driver thread writes while the event loop
     may read the logs of a run it has just killed.
     """

@@ -129,7 +129,7 @@ class MontyRuntime:
         sdk: str,
         patience: float | None = None,
     ) -> RunReport:
-        """Run one Python program; see :class:`~toolnexus.codemode.runtimes.CodeRuntime`.
+        """Run one Python program; see [`CodeRuntime`][toolnexus.codemode.runtimes.CodeRuntime].
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """

@@ -79,7 +79,7 @@ class Checker:
 class CheckerCache:
     """Warm checkers for the most recently used SDKs (thread-safe).
 
-    Never more than :attr:`SIZE` checker sessions exist at once (an old one is closed before a
+    Never more than `SIZE` checker sessions exist at once (an old one is closed before a
     new one is opened), so the pool can always reserve that many workers for them: a run that
     waits for its check must never wait for a worker that another waiting run holds.
     """

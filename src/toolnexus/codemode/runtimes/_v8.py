@@ -136,7 +136,7 @@ class _Child:
 
     @property
     def stdout(self) -> asyncio.StreamReader:
-        """The process's protocol lines (connected by :meth:`attach`)."""
+        """The process's protocol lines (connected by `attach`)."""
         if self._stdout is None:
             raise RuntimeError("the Deno process is not attached to an event loop")
         return self._stdout
@@ -262,7 +262,7 @@ class V8Runtime:
         sdk: str,
         patience: float | None = None,
     ) -> RunReport:
-        """Run one JavaScript program; see :class:`~toolnexus.codemode.runtimes.CodeRuntime`.
+        """Run one JavaScript program; see [`CodeRuntime`][toolnexus.codemode.runtimes.CodeRuntime].
 
         Cancelling the awaiting task kills the process.
         """

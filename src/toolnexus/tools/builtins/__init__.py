@@ -14,6 +14,7 @@ from toolnexus.tools.builtins._files import file_tools
 from toolnexus.tools.builtins._grep import grep_tool
 from toolnexus.tools.builtins._notebook import notebook_tool
 from toolnexus.tools.builtins._patch import PatchError, apply_patch_tool
+from toolnexus.tools.builtins._resources import with_resource_keys
 from toolnexus.tools.builtins._root import Root
 from toolnexus.tools.builtins._session import QuestionHandler, Todo, session_tools
 from toolnexus.tools.builtins._shell import Shells, shell_tools
@@ -36,6 +37,7 @@ def builtin_tools(
     search_backend: SearchBackend | None = None,
     allow_outside_root: bool = False,
     allow_private_network: PrivateNetwork = False,
+    resource_keys: bool = False,
 ) -> list[Tool]:
     """The fourteen built-in tools, working under ``root``.
 
@@ -49,6 +51,11 @@ def builtin_tools(
         allow_private_network: Let ``webfetch`` reach loopback, private and link-local
             addresses: ``True`` for all, or a collection of addresses and networks
             (``{"127.0.0.1", "10.0.0.0/8"}``). By default it fetches public addresses only.
+        resource_keys: Let the file tools declare the resolved paths they read and write, so
+            edits of different files overlap and calls on one file run in order (``read``
+            reads its path; ``write``, ``edit``, ``notebook_edit`` write theirs;
+            ``apply_patch`` writes every path in the patch; ``grep``/``glob`` read their
+            folder). Off by default: then reads overlap and every write runs alone.
 
     Raises:
         ConfigurationError: ``root`` is not an existing directory.
@@ -58,7 +65,7 @@ def builtin_tools(
     bash, bash_output, kill_shell = shell_tools(where, Shells())
     todowrite, question = session_tools(question_handler)
     webfetch, websearch = web_tools(search_backend, allow_private_network=allow_private_network)
-    return [
+    tools = [
         reading,
         grep_tool(where),
         finding,
@@ -74,3 +81,4 @@ def builtin_tools(
         notebook_tool(where),
         kill_shell,
     ]
+    return with_resource_keys(tools, where) if resource_keys else tools

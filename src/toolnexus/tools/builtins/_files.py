@@ -1,4 +1,4 @@
-"""File tools: ``read``, ``write``, ``edit``, ``glob`` (all under a :class:`Root`)."""
+"""File tools: ``read``, ``write``, ``edit``, ``glob`` (all under a `Root`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def open_regular_file(target: Path, shown: str) -> BinaryIO:
 
 
 def _read_lines(file: BinaryIO, offset: int, limit: int) -> tuple[list[str], int]:
-    """Lines ``offset .. offset + limit - 1`` (1-based, each cut to :data:`MAX_LINE_CHARS`),
+    """Lines ``offset .. offset + limit - 1`` (1-based, each cut to `MAX_LINE_CHARS`),
     and how many lines follow them.
 
     Streams: memory stays bounded by the lines shown, however large the file or long a line.

@@ -1,4 +1,4 @@
-"""``grep``: regular-expression search over the files under a :class:`Root`."""
+"""``grep``: regular-expression search over the files under a `Root`."""
 
 from __future__ import annotations
 

@@ -38,12 +38,12 @@ KILL_GRACE = 2.0
 
 KEEP_BYTES = 4 * MAX_OUTPUT_CHARS
 """Bytes of output kept at each end while a command runs (the text is cut to
-:data:`MAX_OUTPUT_CHARS` characters when it is read)."""
+`MAX_OUTPUT_CHARS` characters when it is read)."""
 MARKER = "TOOLNEXUS_SHELL_ID"
 
 
 class BoundedOutput:
-    """A command's output while it streams: its first and last :data:`KEEP_BYTES` bytes."""
+    """A command's output while it streams: its first and last `KEEP_BYTES` bytes."""
 
     def __init__(self, keep: int = KEEP_BYTES) -> None:
         self._keep = keep
@@ -65,7 +65,7 @@ class BoundedOutput:
                 self._dropped += excess
 
     def take(self) -> str:
-        """The text so far, at most :data:`MAX_OUTPUT_CHARS` characters: its start and end,
+        """The text so far, at most `MAX_OUTPUT_CHARS` characters: its start and end,
         with a note of how much was cut between them. Starts afresh."""
         head = self._head.decode("utf-8", errors="replace")
         tail = self._tail.decode("utf-8", errors="replace")

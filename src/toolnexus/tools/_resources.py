@@ -1,0 +1,65 @@
+"""Resource keys: which resources one call reads and writes, declared by its tool.
+
+Without a declaration a call keeps its safety class (``tools/_safety.py``): a safe call reads
+everything, an unsafe one writes everything. With one, the scheduler lets calls on disjoint
+resources overlap, and runs calls that share a resource (one of them writing it) one at a time,
+in the order the model emitted them. See ``docs/scheduling.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Resources", "ResourcesFunction", "overlaps"]
+
+
+@dataclass(frozen=True, init=False)
+class Resources:
+    """What one call reads and writes, as keys (for files: resolved paths).
+
+    Keys are compared as paths: a key covers itself and every key below it, so ``"/src"``
+    overlaps ``"/src/app.py"`` (a search of a folder reads every file in it) and ``"db/users"``
+    overlaps ``"db/users/42"``. A key both read and written counts as written.
+
+    Example::
+
+        Resources(reads=["/repo/a.py"])                         # read one file
+        Resources(writes=["/repo/a.py", "/repo/b.py"])          # write two
+        Resources()                                             # touches nothing shared
+
+    Raises:
+        TypeError: a key is not a non-empty string, or ``reads``/``writes`` is a bare string.
+    """
+
+    reads: frozenset[str] = field()
+    writes: frozenset[str] = field()
+
+    def __init__(self, reads: Iterable[str] = (), writes: Iterable[str] = ()) -> None:
+        written = _keys(writes, "writes")
+        object.__setattr__(self, "writes", written)
+        object.__setattr__(self, "reads", _keys(reads, "reads") - written)
+
+
+ResourcesFunction = Callable[[dict[str, Any]], Resources | None]
+"""``resources(args) -> Resources | None``: a call's declaration from its arguments; ``None``
+means "no declaration" (the call keeps its safety class)."""
+
+
+def _keys(keys: Iterable[str], what: str) -> frozenset[str]:
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"Resources {what} must be a list of keys, not one string: [{keys!r}]")
+    result = frozenset(keys)
+    for key in result:
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"Resources {what} keys must be non-empty strings, got {key!r}")
+    return result
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether keys ``a`` and ``b`` name a common resource: equal, or one below the other."""
+    if a == b:
+        return True
+    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
+    return longer.startswith(shorter.rstrip("/") + "/")

@@ -1,0 +1,113 @@
+"""Work done once per call, not once per consumer: argument validation and the result's text.
+
+Each test counts a side effect that runs every time the work is done (a pydantic validator, a
+value's ``repr``), so it fails if a later change repeats the work again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+
+from toolnexus import Outcome, ToolCall, ToolHints, create_client, run_batch, tool
+from toolnexus.testing import FunctionModel
+
+VALIDATIONS: list[str] = []
+
+
+class Point(BaseModel):
+    x: int
+
+    @field_validator("x")
+    @classmethod
+    def count(cls, value: int) -> int:
+        VALIDATIONS.append("x")
+        return value
+
+
+@tool(hints=ToolHints(read_only=True))
+def plot(point: Point) -> int:
+    """Plot a point."""
+    return point.x
+
+
+def one_call_then_done(name: str, arguments: str) -> FunctionModel:
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return [ToolCall("c1", name, arguments)] if messages[-1]["role"] == "user" else "done"
+
+    return FunctionModel(model)
+
+
+async def test_a_tool_function_is_not_validated_again_inside_execute() -> None:
+    VALIDATIONS.clear()
+    assert await plot.invoke({"point": {"x": "3"}}) == 3  # coerced by the one validation
+    assert VALIDATIONS == ["x"]
+
+
+async def test_a_native_call_is_validated_before_the_lane_and_once_when_it_runs() -> None:
+    """Twice, on purpose: before it takes a place in the lane (a call that cannot run is
+    answered at once) and when it runs (hooks may have changed its arguments)."""
+    VALIDATIONS.clear()
+    outcomes = await run_batch([ToolCall("c1", "plot", '{"point": {"x": 4}}')], [plot])
+    assert outcomes[0].value == 4
+    assert VALIDATIONS == ["x", "x"]
+
+    VALIDATIONS.clear()
+    client = create_client(
+        model=one_call_then_done("plot", '{"point": {"x": 5}}'), code_mode="native"
+    )
+    result = await client.run("go", tools=[plot])
+    assert result.tool_calls[0].output == "5"
+    assert VALIDATIONS == ["x", "x"]
+
+
+class Rendered:
+    """A value whose JSON form is its repr; counts how often it is rendered."""
+
+    count = 0
+
+    def __repr__(self) -> str:
+        Rendered.count += 1
+        return "rendered"
+
+
+@tool(hints=ToolHints(read_only=True))
+def fetch() -> dict[str, Any]:
+    """Return a value JSON cannot hold as is."""
+    return {"value": Rendered()}
+
+
+async def test_a_result_is_rendered_as_text_once_for_the_log_the_records_and_the_model() -> None:
+    Rendered.count = 0
+    client = create_client(model=one_call_then_done("fetch", "{}"), code_mode="native")
+    result = await client.run("go", tools=[fetch])
+    record = result.tool_calls[0]
+    tool_message = next(m for m in result.messages if m.get("role") == "tool")
+    logged = next(e for e in result.session.events if e.type == "tool_result")
+    assert record.output == tool_message["content"] == logged.data["content"]
+    assert "rendered" in record.output
+    assert Rendered.count == 1
+
+
+def test_outcome_text_is_the_error_message_or_the_value_as_text() -> None:
+    assert Outcome.failure("t", "no such file").text == "no such file"
+    assert Outcome(value="plain").text == "plain"
+    assert Outcome(value={"a": [1, "é"]}).text == '{"a": [1, "é"]}'
+    assert Outcome(value="\ud800").text == "\ufffd"  # always encodable
+    assert Outcome(value=1) == Outcome(value=1)  # the cached text takes no part in equality
+
+
+async def test_a_tool_whose_execute_is_replaced_runs_the_replacement() -> None:
+    """The once-validated path belongs to the function ``@tool`` built, not to the tool: a copy
+    with another ``execute`` (a wrapper that watches calls, say) runs that ``execute``."""
+    seen: list[dict[str, Any]] = []
+
+    async def watched(args: dict[str, Any], ctx: Any) -> Any:
+        seen.append(args)
+        return await plot.invoke(args, ctx)
+
+    wrapped = dataclasses.replace(plot, execute=watched)
+    assert await wrapped.invoke({"point": {"x": 7}}) == 7
+    assert seen == [{"point": {"x": 7}}]
