@@ -12,6 +12,7 @@ import toolnexus.codemode.runtimes
 import toolnexus.errors
 import toolnexus.scheduling
 import toolnexus.session
+import toolnexus.temporal
 import toolnexus.testing
 import toolnexus.tools
 import toolnexus.tools.builtins
@@ -43,6 +44,10 @@ EXPECTED = {
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.temporal: [
+        "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "RUN_WORKFLOW", "BatchWorkflow",
+        "RunHandle", "RunWorkflow", "Timings", "replayer", "run_batch", "start_run", "worker",
+    ],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Resources",
@@ -118,7 +123,9 @@ def test_outcome_unwrap() -> None:
     assert info.value.tool == "t"
 
 
-LAYERS = ["errors", "session", "tools", "scheduling", "codemode", "client", "agents", "cli"]
+LAYERS = [
+    "errors", "session", "tools", "scheduling", "codemode", "client", "agents", "temporal", "cli",
+]  # fmt: skip
 """Lowest first; a module may import its own layer and those below (private root modules
 like ``toolnexus._json`` belong to no layer and sit below all of them)."""
 

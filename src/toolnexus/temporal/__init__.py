@@ -1,0 +1,35 @@
+"""Durable, distributed tool calls on Temporal, by the same scheduling rule as in process.
+
+A workflow drives the pure scheduling rule; each tool call is an activity that any worker on
+the task queue may run. Reads overlap up to the cap across all workers, an unsafe call runs
+alone, per-resource order holds, outcomes come back in emitted order, and a call that completed
+is never run again (a replay serves its result from the history). See ``docs/temporal.md``.
+
+Needs the ``temporal`` extra (``temporalio``).
+"""
+
+from toolnexus.temporal._client import RunHandle, run_batch, start_run
+from toolnexus.temporal._wire import MAX_RESULT_BYTES, Timings
+from toolnexus.temporal._worker import replayer, worker
+from toolnexus.temporal._workflows import (
+    BATCH_WORKFLOW,
+    LOST,
+    RUN_WORKFLOW,
+    BatchWorkflow,
+    RunWorkflow,
+)
+
+__all__ = [
+    "BATCH_WORKFLOW",
+    "LOST",
+    "MAX_RESULT_BYTES",
+    "RUN_WORKFLOW",
+    "BatchWorkflow",
+    "RunHandle",
+    "RunWorkflow",
+    "Timings",
+    "replayer",
+    "run_batch",
+    "start_run",
+    "worker",
+]

