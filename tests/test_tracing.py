@@ -7,6 +7,7 @@ only once per process); each test starts from an empty exporter.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -193,3 +194,28 @@ async def test_a_tool_span_carries_declared_resources_and_what_the_call_waited_f
     assert "toolnexus.call.waited_for.seq" not in first.attributes
     assert second.attributes["toolnexus.call.waited_for.seq"] == 1
     assert second.attributes["toolnexus.call.waited_for.resource"] == "k"
+
+
+@pytest.mark.temporal
+async def test_a_durable_tool_call_has_the_same_span_as_in_process(
+    spans: InMemorySpanExporter, temporal_address: str
+) -> None:
+    from temporalio.client import Client
+
+    from toolnexus.temporal import run_batch as durable_batch
+    from toolnexus.temporal import worker
+
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    calls = [ToolCall("t1", "lookup", {"key": "a"}), ToolCall("t2", "lookup", {"key": "missing"})]
+    async with worker(temporal, task_queue=queue, tools=[lookup]):
+        await durable_batch(temporal, calls, task_queue=queue)
+    durable = sorted(named(spans, "execute_tool lookup"), key=lambda s: s.start_time or 0)
+    spans.clear()
+    await run_batch(calls, [lookup])
+    local = sorted(named(spans, "execute_tool lookup"), key=lambda s: s.start_time or 0)
+    for here, there in zip(local, durable, strict=True):
+        assert there.attributes is not None and here.attributes is not None
+        assert there.attributes["gen_ai.tool.call.id"] == here.attributes["gen_ai.tool.call.id"]
+        assert there.attributes["gen_ai.tool.name"] == "lookup"
+        assert there.status.status_code == here.status.status_code

@@ -8,14 +8,16 @@ is never run again (a replay serves its result from the history). See ``docs/tem
 Needs the ``temporal`` extra (``temporalio``).
 """
 
-from toolnexus.temporal._client import RunHandle, run_batch, start_run
+from toolnexus.temporal._client import RunHandle, run_batch, run_program, start_run
 from toolnexus.temporal._wire import MAX_RESULT_BYTES, Timings
 from toolnexus.temporal._worker import replayer, worker
 from toolnexus.temporal._workflows import (
     BATCH_WORKFLOW,
     LOST,
+    PROGRAM_WORKFLOW,
     RUN_WORKFLOW,
     BatchWorkflow,
+    ProgramWorkflow,
     RunWorkflow,
 )
 
@@ -23,13 +25,16 @@ __all__ = [
     "BATCH_WORKFLOW",
     "LOST",
     "MAX_RESULT_BYTES",
+    "PROGRAM_WORKFLOW",
     "RUN_WORKFLOW",
     "BatchWorkflow",
+    "ProgramWorkflow",
     "RunHandle",
     "RunWorkflow",
     "Timings",
     "replayer",
     "run_batch",
+    "run_program",
     "start_run",
     "worker",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -20,8 +21,10 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus._tracing import end_tool_span, tool_span
 from toolnexus.client import Client
+from toolnexus.codemode import RUN_CODE_NAME, default_runtime, render_sdk
+from toolnexus.codemode.runtimes import RunReport
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome
+from toolnexus.scheduling import Outcome, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.temporal._wire import (
@@ -37,8 +40,10 @@ __all__ = [
     "CLASSIFY",
     "MODEL_TURN",
     "OPENING",
+    "PROGRAM_STEP",
     "RESULTS",
     "ModelActivities",
+    "ProgramActivities",
     "ToolActivities",
 ]
 
@@ -51,8 +56,9 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 class ToolActivities:
     """The tool activities of one worker, over its tools (matched by name with the caller's)."""
 
-    def __init__(self, tools: Toolkit | Sequence[Tool]) -> None:
+    def __init__(self, tools: Toolkit | Sequence[Tool], code_language: str = "python") -> None:
         self.kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
+        self.code_language = code_language
 
     @activity.defn(name=CLASSIFY)
     async def classify(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -72,14 +78,15 @@ class ToolActivities:
             tool, args = checked
             mode, resources = classify(tool, args)
             hints = tool.hints
-            classified.append(
-                {
-                    "mode": mode,
-                    "reads": None if resources is None else sorted(resources.reads),
-                    "writes": None if resources is None else sorted(resources.writes),
-                    "idempotent": hints is not None and hints.idempotent is True,
-                }
-            )
+            facts: dict[str, Any] = {
+                "mode": mode,
+                "reads": None if resources is None else sorted(resources.reads),
+                "writes": None if resources is None else sorted(resources.writes),
+                "idempotent": hints is not None and hints.idempotent is True,
+            }
+            if tool.name == RUN_CODE_NAME:  # run as a durable program, its sub-calls activities
+                facts["program"] = {"code": args["code"], "language": self.code_language}
+            classified.append(facts)
         return classified
 
     @activity.defn(name=CALL_TOOL)
@@ -169,3 +176,102 @@ class ModelActivities:
 
 async def _ignore(_: object) -> None:
     return None
+
+
+PROGRAM_STEP = "toolnexus.program_step"
+
+QUIET_SECONDS = 0.05
+"""After a program's first new sub-call, how long a step waits for its siblings (a fan-out
+issues them back to back) before it hands the batch to the workflow."""
+
+
+class ProgramActivities:
+    """One step of a durable Code Mode program: re-run it with the sub-call outcomes recorded
+    so far, up to the sub-calls it makes next.
+
+    Why re-run rather than resume: a sandbox's state cannot be stored in Temporal's history,
+    but a program's sub-calls and their outcomes can. Run again with those outcomes handed
+    back at once, a program makes the same calls in the same order, so it reaches the point
+    where it stopped without any side effect repeated; what it asks for next is new. A program
+    whose calls depend on anything else (the clock, randomness) is caught: its replayed calls
+    differ from the recorded ones, and the step says so instead of guessing.
+    """
+
+    def __init__(self, kit: Toolkit) -> None:
+        self.tools = [t for n in kit.names if (t := kit.get(n)) and n != RUN_CODE_NAME]
+
+    @activity.defn(name=PROGRAM_STEP)
+    async def program_step(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``{"done": output}`` (what ``run_program`` returns, as JSON text: Temporal would sort
+        its keys), ``{"calls": [...]}`` (the new sub-calls, in the order the program made
+        them) or ``{"diverged": message}``."""
+        runtime = default_runtime(request["language"])
+        recorded: list[dict[str, Any]] = request["recorded"]
+        made: list[dict[str, Any]] = []
+        new_call = asyncio.Event()
+        diverged: list[str] = []
+
+        async def call_tool(name: str, args: Any) -> Outcome:
+            index = len(made)
+            made.append({"name": name, "arguments": snapshot(args)})
+            if index < len(recorded):
+                before = recorded[index]
+                if before["name"] == name and before["arguments"] == made[index]["arguments"]:
+                    return outcome_from_wire(before["outcome"])
+                diverged.append(
+                    f"replayed, the program's call {index + 1} was {name} with "
+                    f"{made[index]['arguments']!r}, where it had been {before['name']} with "
+                    f"{before['arguments']!r}: a durable program must make the same calls "
+                    "given the same results (no clock, no randomness)"
+                )
+            new_call.set()
+            await asyncio.Event().wait()  # never answered in this step: the step ends first
+            raise AssertionError("unreachable")
+
+        sdk = render_sdk(runtime.language, self.tools)
+        names = [t.name for t in self.tools]
+        run = asyncio.ensure_future(
+            runtime.run(request["code"], tool_names=names, call_tool=call_tool, sdk=sdk)
+        )
+        heart = asyncio.create_task(_heartbeat())
+        try:
+            report = await _until_new_calls(run, new_call, made)
+        finally:
+            heart.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heart
+        if diverged:
+            return {"diverged": diverged[0]}
+        if report is None:
+            return {"calls": made[len(recorded) :]}
+        if report.failure is None:
+            output: dict[str, Any] = {"result": report.value, "logs": report.logs}
+        else:
+            failure = {"kind": report.failure.kind, "message": report.failure.message}
+            output = {"error": failure, "logs": report.logs}
+        return {"done": json.dumps(output, ensure_ascii=False)}
+
+
+async def _until_new_calls(
+    run: asyncio.Future[RunReport], new_call: asyncio.Event, made: list[dict[str, Any]]
+) -> RunReport | None:
+    """The run's report, or ``None`` once it has made new calls and gone quiet (the run is
+    then stopped: the next step runs it again with their outcomes)."""
+    waiting: asyncio.Future[Any] = asyncio.ensure_future(new_call.wait())
+    try:
+        await asyncio.wait({run, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if run.done():
+            return run.result()
+        count = -1
+        while count != len(made) and not run.done():
+            count = len(made)
+            await asyncio.wait({run}, timeout=QUIET_SECONDS)
+        if run.done() and not new_call.is_set():
+            return run.result()
+        return None
+    finally:
+        waiting.cancel()
+        if not run.done():
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run

@@ -16,9 +16,9 @@ from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import record_tool_result
 from toolnexus.session import Session
 from toolnexus.temporal._wire import Timings, call_from_wire, call_to_wire, outcome_from_wire
-from toolnexus.temporal._workflows import BATCH_WORKFLOW, RUN_WORKFLOW
+from toolnexus.temporal._workflows import BATCH_WORKFLOW, PROGRAM_WORKFLOW, RUN_WORKFLOW
 
-__all__ = ["RunHandle", "run_batch", "start_run"]
+__all__ = ["RunHandle", "run_batch", "run_program", "start_run"]
 
 
 async def run_batch(
@@ -74,6 +74,47 @@ async def run_batch(
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(session, call, outcome)
     return outcomes
+
+
+async def run_program(
+    temporal_client: TemporalClient,
+    code: str,
+    *,
+    task_queue: str,
+    language: str = "python",
+    max_parallel: int | None = None,
+    timings: Timings | None = None,
+    call_id: str = "program",
+    workflow_id: str | None = None,
+) -> dict[str, Any]:
+    """Run a Code Mode program durably; returns what ``toolnexus.codemode.run_program`` does.
+
+    Each sub-call is an activity, scheduled by the rule; the program itself runs in steps on
+    the workers, each re-running it with the outcomes recorded so far (see ``docs/temporal.md``
+    for why that is safe and what it asks of a program). A worker lost in the middle never
+    makes a completed sub-call run again.
+
+    Raises:
+        ConfigurationError: ``language`` is not ``"python"`` or ``"javascript"``.
+    """
+    if language not in ("python", "javascript"):
+        raise ConfigurationError(
+            f"Code Mode language must be 'python' or 'javascript', got {language!r}."
+        )
+    request = {
+        "code": code,
+        "language": language,
+        "call_id": call_id,
+        "max_parallel": max_tool_concurrency(max_parallel),
+        "timings": (timings or Timings()).to_wire(),
+    }
+    output: dict[str, Any] = await temporal_client.execute_workflow(
+        PROGRAM_WORKFLOW,
+        request,
+        id=workflow_id or f"toolnexus-program-{uuid.uuid4()}",
+        task_queue=task_queue,
+    )
+    return output
 
 
 async def start_run(

@@ -20,6 +20,7 @@ __all__ = [
     "Timings",
     "call_from_wire",
     "call_to_wire",
+    "failure_to_wire",
     "outcome_from_wire",
     "outcome_to_wire",
 ]
@@ -64,26 +65,33 @@ def call_from_wire(data: dict[str, Any]) -> ToolCall:
 
 
 def outcome_to_wire(outcome: Outcome, tool: str) -> dict[str, Any]:
-    """The outcome of a call of ``tool`` as JSON data (what JSON cannot hold is written from
-    its snapshot); a result past `MAX_RESULT_BYTES` becomes a failure that says so."""
-    data = {"value": snapshot(outcome.value), "error": outcome.error, "metadata": outcome.metadata}
-    text = json.dumps(data, ensure_ascii=False, default=repr)
-    size = len(text.encode("utf-8", "replace"))
+    """The outcome of a call of ``tool`` as JSON data; a result past `MAX_RESULT_BYTES`
+    becomes a failure that says so.
+
+    The value travels as JSON text: Temporal's converter sorts the keys of the objects it
+    stores, and a model should read a tool's result exactly as the tool wrote it, keys in the
+    same order as in process. What JSON cannot hold is written from its snapshot.
+    """
+    value = json.dumps(snapshot(outcome.value), ensure_ascii=False, default=repr)
+    size = len(value.encode("utf-8", "replace"))
     if size > MAX_RESULT_BYTES:
-        return {
-            "value": None,
-            "error": {
-                "tool": tool,
-                "message": f"result too large for a durable run ({size:,} bytes, the limit is "
-                f"{MAX_RESULT_BYTES:,}); return less, or write it to a file and return its path",
-            },
-            "metadata": None,
-        }
-    return data
+        message = (
+            f"result too large for a durable run ({size:,} bytes, the limit is "
+            f"{MAX_RESULT_BYTES:,}); return less, or write it to a file and return its path"
+        )
+        return {"value_json": None, "error": {"tool": tool, "message": message}, "metadata": None}
+    return {"value_json": value, "error": outcome.error, "metadata": outcome.metadata}
+
+
+def failure_to_wire(tool: str, message: str) -> dict[str, Any]:
+    """A failed call as JSON data (a lost worker, say)."""
+    return {"value_json": None, "error": {"tool": tool, "message": message}, "metadata": None}
 
 
 def outcome_from_wire(data: dict[str, Any]) -> Outcome:
     error = data.get("error")
     if error is not None:
         return Outcome(error=dict(error), metadata=data.get("metadata"))
-    return Outcome(value=data.get("value"), metadata=data.get("metadata"))
+    value_json = data.get("value_json")
+    value = None if value_json is None else json.loads(value_json)
+    return Outcome(value=value, metadata=data.get("metadata"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client as TemporalClient
@@ -11,13 +12,17 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from toolnexus.client import Client
 from toolnexus.errors import ConfigurationError
-from toolnexus.temporal._activities import ModelActivities, ToolActivities
-from toolnexus.temporal._workflows import BatchWorkflow, RunWorkflow
+from toolnexus.temporal._activities import ModelActivities, ProgramActivities, ToolActivities
+from toolnexus.temporal._workflows import BatchWorkflow, ProgramWorkflow, RunWorkflow
 from toolnexus.tools import Tool, Toolkit
 
-__all__ = ["WORKFLOWS", "replayer", "worker"]
+__all__ = ["STICKY_TIMEOUT", "WORKFLOWS", "replayer", "worker"]
 
-WORKFLOWS = [BatchWorkflow, RunWorkflow]
+WORKFLOWS = [BatchWorkflow, ProgramWorkflow, RunWorkflow]
+
+STICKY_TIMEOUT = timedelta(seconds=2)
+"""How long a workflow's next task waits for the worker that ran its last one before any
+worker may take it (Temporal's default is 10 s)."""
 
 
 def worker(
@@ -26,6 +31,7 @@ def worker(
     task_queue: str,
     tools: Toolkit | Iterable[Tool],
     client: Client | None = None,
+    code_language: str = "python",
     **options: Any,
 ) -> Worker:
     """A Temporal worker that runs toolnexus workflows and the calls of ``tools``.
@@ -40,8 +46,14 @@ def worker(
         tools: The tools this worker runs (``@tool`` functions, built-ins, MCP tools).
         client: The toolnexus ``Client`` that makes the model requests of durable agent runs
             (`start_run`); without one, this worker runs batches and tool calls only.
+        code_language: The language of the programs a ``run_code`` tool among ``tools``
+            receives (``"python"`` or ``"javascript"``). Such a call runs as a durable
+            program: its sub-calls are activities too.
         **options: Passed on to ``temporalio.worker.Worker`` (``max_concurrent_activities``,
-            ``identity``, ...).
+            ``identity``, ...). ``sticky_queue_schedule_to_start_timeout`` defaults to
+            `STICKY_TIMEOUT` (2 s) instead of Temporal's 10 s: a workflow whose worker died
+            moves to another worker after that long, so a lost worker delays a run by
+            seconds, not tens of seconds.
 
     Returns:
         The ``temporalio.worker.Worker``: ``async with`` it, or ``await worker.run()``.
@@ -50,8 +62,9 @@ def worker(
         ConfigurationError: ``client`` is not a toolnexus ``Client``.
     """
     kit = tools if isinstance(tools, Toolkit) else Toolkit(list(tools))
-    calls = ToolActivities(kit)
-    activities: list[Any] = [calls.classify, calls.call_tool]
+    calls = ToolActivities(kit, code_language)
+    programs = ProgramActivities(kit)
+    activities: list[Any] = [calls.classify, calls.call_tool, programs.program_step]
     if client is not None:
         if not isinstance(client, Client):
             raise ConfigurationError(
@@ -61,6 +74,7 @@ def worker(
         model = ModelActivities(client, kit)
         activities += [model.opening, model.model_turn, model.results]
     options.setdefault("workflow_runner", _runner())
+    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
     return Worker(
         temporal_client,
         task_queue=task_queue,

@@ -16,6 +16,7 @@ instead of handing one call another's result.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -25,26 +26,32 @@ from temporalio.exceptions import ActivityError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus.scheduling import SchedulingRule
+    from toolnexus.scheduling._outcome import outcome_from_value
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
         MODEL_TURN,
         OPENING,
+        PROGRAM_STEP,
         RESULTS,
     )
-    from toolnexus.tools import Resources
+    from toolnexus.temporal._wire import failure_to_wire, outcome_to_wire
+    from toolnexus.tools import Resources, ToolResult
 
 __all__ = [
     "BATCH_WORKFLOW",
     "LOST",
     "LOST_AGAIN",
+    "PROGRAM_WORKFLOW",
     "RUN_WORKFLOW",
     "BatchWorkflow",
+    "ProgramWorkflow",
     "RunWorkflow",
 ]
 
 BATCH_WORKFLOW = "toolnexus.batch"
 RUN_WORKFLOW = "toolnexus.run"
+PROGRAM_WORKFLOW = "toolnexus.program"
 
 
 async def _quick(activity: str, arg: Any, activity_id: str) -> Any:
@@ -58,6 +65,9 @@ async def _quick(activity: str, arg: Any, activity_id: str) -> Any:
         retry_policy=RetryPolicy(maximum_attempts=5),
     )
 
+
+MAX_PROGRAM_STEPS = 1000
+"""The most rounds of sub-calls a durable program may make (each re-runs it once)."""
 
 LOST = "the worker running this call was lost; not retried because the tool is not idempotent"
 LOST_AGAIN = "the worker running this call was lost {attempts} times; not retried again"
@@ -99,8 +109,12 @@ class RunWorkflow:
                 )
             except ActivityError as exc:
                 cause = exc.cause if exc.cause is not None else exc
-                return {"messages": messages, "turns": turns, "status": "error",
-                        "error": str(cause)}  # fmt: skip
+                return {
+                    "messages": messages,
+                    "turns": turns,
+                    "status": "error",
+                    "error": str(cause),
+                }
             messages.append(reply["message"])
             turn: dict[str, Any] = {"reply": reply, "outcomes": []}
             turns.append(turn)
@@ -114,6 +128,76 @@ class RunWorkflow:
             answers = {"calls": calls, "outcomes": turn["outcomes"]}
             messages += await _quick(RESULTS, answers, f"results:{number}")
         return {"messages": messages, "turns": turns, "status": "incomplete"}
+
+
+@workflow.defn(name=PROGRAM_WORKFLOW)
+class ProgramWorkflow:
+    """A Code Mode program whose sub-calls are activities, by the scheduling rule."""
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await run_program_steps(
+            request["code"],
+            request["language"],
+            request["call_id"],
+            request["max_parallel"],
+            request["timings"],
+        )
+
+
+async def run_program_steps(
+    code: str,
+    language: str,
+    call_id: str,
+    max_parallel: int,
+    timings: dict[str, Any],
+    prefix: str = "",
+) -> dict[str, Any]:
+    """Run a program step by step: each step (an activity, free of side effects) re-runs it
+    with the outcomes recorded so far and returns the sub-calls it makes next; those run as
+    activities by the rule, and their outcomes are recorded for the next step.
+
+    A sub-call's id is ``"<call_id>:code:<n>"``, as in process. Every sub-call of a step is
+    answered before the next step: the program is waiting for them, and a step cannot hand an
+    outcome to a program that is not running.
+    """
+    recorded: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    for step in range(MAX_PROGRAM_STEPS):
+        request = {"code": code, "language": language, "recorded": recorded}
+        result = await workflow.execute_activity(
+            PROGRAM_STEP,
+            request,
+            activity_id=f"{prefix}step:{step}",
+            start_to_close_timeout=timedelta(seconds=timings["start_to_close"]),
+            heartbeat_timeout=timedelta(seconds=timings["heartbeat"]),
+            retry_policy=RetryPolicy(maximum_attempts=timings["idempotent_attempts"]),
+        )
+        if "done" in result:
+            output: dict[str, Any] = json.loads(result["done"])
+            if "error" in output:
+                output["calls"] = entries
+            return output
+        if "diverged" in result:
+            error = {"kind": "nondeterministic", "message": result["diverged"]}
+            return {"error": error, "logs": [], "calls": entries}
+        first = len(recorded) + 1
+        calls = [
+            {"id": f"{call_id}:code:{first + n}", "name": c["name"], "arguments": c["arguments"]}
+            for n, c in enumerate(result["calls"])
+        ]
+        classified = await _quick(CLASSIFY, calls, f"{prefix}classify:{step}")
+        outcomes = await run_calls(calls, classified, max_parallel, timings, f"{prefix}code:")
+        for call, outcome in zip(calls, outcomes, strict=True):
+            recorded.append(
+                {"name": call["name"], "arguments": call["arguments"], "outcome": outcome}
+            )
+            entry = {"name": call["name"], "arguments": call["arguments"], "status": "ok"}
+            if outcome["error"] is not None:
+                entry |= {"status": "error", "message": outcome["error"]["message"]}
+            entries.append(entry)
+    message = f"the program made sub-calls in more than {MAX_PROGRAM_STEPS} rounds"
+    return {"error": {"kind": "limit", "message": message}, "logs": [], "calls": entries}
 
 
 async def run_calls(
@@ -137,6 +221,12 @@ async def run_calls(
         for seq in started:
             index = position[seq]
             call, facts = calls[index], classified[index]
+            if "program" in facts:  # run_code: a durable program, not one activity
+                program = _program_call(
+                    call, facts["program"], max_parallel, timings, f"{prefix}{index}:"
+                )
+                running[seq] = asyncio.ensure_future(program)
+                continue
             attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
             running[seq] = workflow.start_activity(
                 CALL_TOOL,
@@ -166,6 +256,21 @@ async def run_calls(
     return [o for o in outcomes if o is not None]
 
 
+async def _program_call(
+    call: dict[str, Any],
+    program: dict[str, Any],
+    max_parallel: int,
+    timings: dict[str, Any],
+    prefix: str,
+) -> dict[str, Any]:
+    """A ``run_code`` call run durably; its outcome is what the in-process tool returns."""
+    output = await run_program_steps(
+        program["code"], program["language"], call["id"], max_parallel, timings, prefix
+    )
+    result = ToolResult(output=output, is_error="error" in output)
+    return outcome_to_wire(outcome_from_value(call["name"], result), call["name"])
+
+
 def _outcome(
     handle: Any, call: dict[str, Any], facts: dict[str, Any], timings: dict[str, Any]
 ) -> dict[str, Any]:
@@ -181,4 +286,4 @@ def _outcome(
             message = LOST
     else:
         message = f"the call failed on its worker: {error}"
-    return {"value": None, "error": {"tool": call["name"], "message": message}, "metadata": None}
+    return failure_to_wire(call["name"], message)
