@@ -6,6 +6,7 @@ Run: python tests/mcp_server.py [stdio | http PORT | sse PORT]
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -51,6 +52,12 @@ def stats(reset: bool = True) -> dict[str, int]:
 def explode(message: str) -> str:
     """Always fails."""
     raise ValueError(message)
+
+
+@server.tool()
+def die() -> str:
+    """Ends this server's process at once, as a crash would."""
+    os._exit(1)
 
 
 if __name__ == "__main__":

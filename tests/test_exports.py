@@ -10,6 +10,7 @@ import toolnexus.client
 import toolnexus.codemode
 import toolnexus.codemode.runtimes
 import toolnexus.errors
+import toolnexus.mcp
 import toolnexus.scheduling
 import toolnexus.session
 import toolnexus.temporal
@@ -44,6 +45,9 @@ EXPECTED = {
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.mcp: [
+        "Gateway", "GatewayMode", "gateway_options", "load_config", "serve", "serve_config",
+    ],
     toolnexus.temporal: [
         "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW", "RUN_WORKFLOW",
         "BatchWorkflow", "ProgramWorkflow", "RunHandle", "RunWorkflow", "Timings", "replayer",
@@ -125,7 +129,8 @@ def test_outcome_unwrap() -> None:
 
 
 LAYERS = [
-    "errors", "session", "tools", "scheduling", "codemode", "client", "agents", "temporal", "cli",
+    "errors", "session", "tools", "scheduling", "codemode", "client", "agents", "temporal", "mcp",
+    "cli",
 ]  # fmt: skip
 """Lowest first; a module may import its own layer and those below (private root modules
 like ``toolnexus._json`` belong to no layer and sit below all of them)."""

@@ -6,6 +6,8 @@
     toolnexus sdk [--language L] [TOOL OPTIONS]
     toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
                    [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [TOOL OPTIONS]
+    toolnexus mcp serve --config mcp.json [--transport stdio|http] [--host H] [--port P]
+                        [--language L] [--mode code|both] [--audit-log FILE] [--tools SPEC]
 
 TOOL OPTIONS: every command offers the built-in tools rooted at the current directory
 (``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
@@ -332,6 +334,31 @@ async def run_code_command(
     return 0
 
 
+def mcp_serve_command(args: argparse.Namespace) -> int:
+    """``toolnexus mcp serve``: the gateway, until the client hangs up (or Ctrl-C)."""
+    try:
+        from toolnexus.mcp import load_config, serve_config
+    except ImportError:
+        raise UsageError(
+            "toolnexus mcp serve needs the mcp extra: pip install -e '.[mcp]'"
+        ) from None
+    config = load_config(args.config)
+    asyncio.run(
+        serve_config(
+            config,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            extra_tools=load_tools(args.tools),
+            language=args.language,
+            mode=args.mode,
+            max_parallel=args.max_parallel,
+            audit_log=args.audit_log,
+        )
+    )
+    return 0
+
+
 def _runtime(language: str, timeout: float | None) -> Any:
     """A runtime of its own for this command, with ``--timeout`` as its time budget."""
     from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
@@ -554,6 +581,20 @@ def _parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
     )
     _tool_options(chat)
+    mcp = commands.add_parser("mcp", help="toolnexus as an MCP server")
+    serving = mcp.add_subparsers(dest="mcp_command", required=True)
+    serve = serving.add_parser(
+        "serve", help="offer run_code over the MCP servers of a config, to any MCP client"
+    )
+    serve.add_argument("--config", required=True, help="an mcpServers JSON file (as clients use)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP only (default: loopback)")
+    serve.add_argument("--port", type=int, default=8000, help="HTTP only (default 8000)")
+    serve.add_argument("--language", choices=["python", "javascript"])
+    serve.add_argument("--mode", choices=["code", "both"], help="both: the tools as well")
+    serve.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
+    serve.add_argument("--audit-log", help="append every session event to this JSON-lines file")
+    serve.add_argument("--tools", help=TOOLS_HELP)
     return parser
 
 
@@ -598,6 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_code_command(args, code, args.language or language, console))
         if args.command == "sdk":
             return asyncio.run(sdk_command(args, console))
+        if args.command == "mcp":
+            return mcp_serve_command(args)
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
         errors.print(f"toolnexus: {exc}", style="red", markup=False)

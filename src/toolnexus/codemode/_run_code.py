@@ -59,13 +59,10 @@ PATIENCE_GRACE_SECONDS = 5.0
 """How long past ``await_timeout`` to wait for a runtime that does not stop its run itself."""
 
 RUN_CODE_BASE_DESCRIPTION = (
-    "Run a program that calls tools as functions: loops, branches and fan-out in one step, "
-    "instead of one tool call per model turn. Only what the program prints or returns comes "
-    'back to you. The result is {"result": value, "logs": [...]}, or on failure '
-    '{"error": {"kind", "message"}, "logs": [...], "calls": [...]} where calls lists '
-    "every tool call the program started and its status, so you know which side effects "
-    "already happened before you try again. A failed program is never re-run for you. "
-    "Arguments: code (the program) and description (one sentence saying what it does)."
+    "Run a program that calls tools as functions: loops, branches, fan-out in one step. Only "
+    'what it prints or returns comes back: {"result", "logs"}, or {"error": {"kind", '
+    '"message"}, "logs", "calls"}, where calls says which tool calls already ran. A failed '
+    "program is never re-run for you."
 )
 
 _LANGUAGES = ("python", "javascript")

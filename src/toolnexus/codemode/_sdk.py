@@ -16,6 +16,7 @@ so it matches the runtime surface exactly: each tool is an ``async`` method of t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Literal, get_args
 
@@ -37,30 +38,16 @@ SdkLanguage = Literal["python", "javascript", "typescript"]
 _LANGUAGES: tuple[str, ...] = get_args(SdkLanguage)
 
 _PYTHON_HEADER = """\
-# toolnexus SDK (Python, run in the Monty sandbox: a subset of Python, no third-party modules).
-# Every tool is an async method of the global `tools` taking one dict of arguments:
-#   result = await tools.read_file({"path": "a.txt"})     # when the name is an identifier
-#   result = await tools["read-file"]({"path": "a.txt"})  # any tool, by its exact name
-# Put calls in flight together with `await asyncio.gather(...)` (import asyncio first); the host
-# decides which of them may really overlap. Results come back as JSON-shaped values.
-# The program's result is the value of its final expression (top-level await is allowed); it
-# must be JSON-shaped. print() output is returned as logs.
-# A failed call raises ToolError. Monty cannot define exception classes or give exceptions
-# attributes, so here ToolError is the built-in RuntimeError: `except ToolError as e` catches it,
-# str(e) is the failure message, and the failing tool is the one you awaited. An uncaught
-# ToolError fails the run with that message."""
+# Python in the Monty sandbox (a subset of Python). Each tool is an async method
+# of `tools` taking one dict: `await tools.name({...})`, or `tools["any-name"]({...})`.
+# Fan out with `await asyncio.gather(...)`. The final expression (JSON) is the result; print()
+# goes to logs. A failed call raises ToolError (RuntimeError here; str(e) is the message)."""
 
 _JS_HEADER = """\
-// toolnexus SDK (JavaScript, run in V8 with no file system, network or environment).
-// Every tool is an async function of the global `tools` taking one object of arguments:
-//   const text = await tools.read_file({ path: "a.txt" });     // when the name is an identifier
-//   const same = await tools["read-file"]({ path: "a.txt" });  // any tool, by its exact name
-// Put calls in flight together with `await Promise.all([...])`; the host decides which of them
-// may really overlap. Results come back as JSON values.
-// The program is the body of an async function: `return` its result (JSON-serialisable).
-// console.log/info/debug go to stdout and console.error/warn to stderr; both are returned as logs.
-// A failed call throws a ToolError with exactly two string fields, `e.tool` and `e.message`;
-// catch it with try/catch. An uncaught one fails the run with the tool's message."""
+// JavaScript in V8 (no file system or network). Each tool is an async function of `tools`
+// taking one object: `await tools.name({...})`, or `tools["any-name"]({...})`. Fan out with
+// `await Promise.all([...])`. `return` the result (JSON); console output goes to logs.
+// A failed call throws a ToolError with two strings, `e.tool` and `e.message`."""
 
 
 def parse_language(language: object) -> SdkLanguage:
@@ -110,37 +97,43 @@ def _render_python(tools: list[Tool]) -> str:
     items: list[str] = []
     for t in tools:
         arg_type = types.expr(t.input_schema, pascal(t.name) + "Args")
+        result_type = _result_type(types, t)
         default = " = ..." if _optional_args(t) else ""
-        signature = f"(self, args: {arg_type}{default}, /) -> Any: ..."
         attribute = python_attribute(t.name)
-        if methods:
-            methods.append("")
-        if not attribute:  # reachable by name only: say how, above its description
-            methods.append(f"    # tools[{python_literal(t.name)}]({arg_type})")
         methods.extend(safe_comment(t.description, "    # ") if t.description else [])
         methods.extend(_property_comments(t, "    # "))
         if attribute:
+            signature = f"(self, args: {arg_type}{default}, /) -> {result_type}: ..."
             methods.append(f"    async def {t.name}{signature}")
-        items.append(
-            f"    def __getitem__(self, name: Literal[{python_literal(t.name)}]) -> "
-            f"Callable[[{arg_type}], Awaitable[Any]]: ..."
-        )
-    lines = [
-        _PYTHON_HEADER,
-        "from typing import Any, Awaitable, Callable, Literal, NotRequired, TypedDict, overload",
-        "",
+        else:  # reachable by name only: a typed overload of tools["name"]
+            items.append(
+                f"    def __getitem__(self, name: Literal[{python_literal(t.name)}]) -> "
+                f"Callable[[{arg_type}], Awaitable[{result_type}]]: ..."
+            )
+    body = [
         "ToolError = RuntimeError",
-        "",
         *types.declarations,
-        "",
         "class Tools:",
         *methods,
         *_getitem_overloads(items),
-        "",
         "tools: Tools",
         "",
     ]
-    return "\n".join(lines)
+    text = "\n".join(body)
+    used = [n for n in _TYPING_NAMES if re.search(rf"\b{n}\b", text)]
+    return "\n".join([_PYTHON_HEADER, f"from typing import {', '.join(used)}", text])
+
+
+_TYPING_NAMES = (
+    "Any", "Awaitable", "Callable", "Literal", "NotRequired", "TypedDict", "overload",
+)  # fmt: skip
+
+
+def _result_type(types: PythonTypes | TypeScriptTypes, t: Tool) -> str:
+    """The type of what a call of ``t`` returns: from its output schema, else any."""
+    if t.output_schema is None:
+        return types.any_type
+    return types.expr(t.output_schema, pascal(t.name) + "Result")
 
 
 _GETITEM_FALLBACK = (
@@ -149,7 +142,8 @@ _GETITEM_FALLBACK = (
 
 
 def _getitem_overloads(items: list[str]) -> list[str]:
-    """Typed ``tools["name"]`` per tool, then a fallback for any other name.
+    """Typed ``tools["name"]`` for each tool whose name is not an identifier, then a fallback
+    for any other name.
 
     Why the fallback: a tool the policy denies is not declared, yet it is present at run time
     as a stub that fails like any failing tool; the program must be able to reach it by name.
@@ -184,7 +178,10 @@ def _render_javascript(tools: list[Tool]) -> str:
         optional = "?" if _optional_args(t) else ""
         members.extend(safe_comment(t.description, "  // ") if t.description else [])
         members.extend(_property_comments(t, "  // "))
-        members.append(f"  {string_literal(t.name)}(args{optional}: {arg_type}): Promise<unknown>;")
+        result_type = _result_type(types, t)
+        members.append(
+            f"  {string_literal(t.name)}(args{optional}: {arg_type}): Promise<{result_type}>;"
+        )
     lines = [
         _JS_HEADER,
         "declare class ToolError extends Error { readonly tool: string; readonly message: string }",

@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 import docstring_parser
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_model
+import typing_extensions
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, TypeAdapter, create_model
 from pydantic.json_schema import GenerateJsonSchema
 
 from toolnexus.errors import ConfigurationError
@@ -24,6 +25,7 @@ from toolnexus.tools._tool import (
     ConcurrencyPredicate,
     Tool,
     ToolHints,
+    ToolResult,
     ValidatingCall,
 )
 
@@ -116,6 +118,34 @@ def _make_execute(
     return ValidatingCall(model, run_sync)
 
 
+def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """JSON Schema of ``fn``'s return annotation (TypedDict, pydantic model, dataclass, list,
+    dict, scalars); ``None`` when it has none, returns ``Any``, or cannot be described."""
+    try:
+        annotation = typing.get_type_hints(fn).get("return", Any)
+    except Exception:  # the arguments' annotations were checked already; this is a nicety
+        return None
+    if annotation is Any or annotation is type(None) or annotation is ToolResult:
+        return None
+    try:
+        schema = TypeAdapter(annotation).json_schema(schema_generator=_ToolSchemaGenerator)
+    except (PydanticUserError, TypeError, ValueError):
+        if not typing.is_typeddict(annotation):
+            return None
+        # Before Python 3.12 pydantic reads only typing_extensions' TypedDict; a plain
+        # typing.TypedDict return type is rebuilt as one (its own fields; nested ones stay Any).
+        rebuilt = typing_extensions.TypedDict(  # type: ignore[misc]
+            annotation.__name__, typing.get_type_hints(annotation), total=annotation.__total__
+        )
+        try:
+            schema = TypeAdapter(rebuilt).json_schema(schema_generator=_ToolSchemaGenerator)
+        except (PydanticUserError, TypeError, ValueError):
+            return None
+    schema = inline_definitions(schema)
+    schema.pop("title", None)
+    return schema
+
+
 def inline_definitions(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with its local ``$defs`` references replaced by the definitions themselves.
 
@@ -180,6 +210,7 @@ def _build(
         description if description is not None else doc_description,
         schema,
         execute=_make_execute(fn, model, names, takes_ctx),
+        output_schema=_output_schema(fn),
         hints=hints,
         concurrency_safe=concurrency_safe,
         requires_approval=requires_approval,

@@ -227,6 +227,18 @@ def _result(result: Any) -> Any:
     return text
 
 
+def _output_schema(schema: Any) -> dict[str, Any] | None:
+    """The type of what a call returns, from the tool's ``outputSchema``: a plain value is sent
+    wrapped as ``{"result": value}`` and unwrapped by `_result`, so its type is unwrapped too."""
+    if not isinstance(schema, dict):
+        return None
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and list(properties) == ["result"]:
+        inner = properties["result"]
+        return dict(inner) if isinstance(inner, dict) else None
+    return dict(schema)
+
+
 def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
     remote = tool.name
 
@@ -242,6 +254,7 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
         execute=execute,
         hints=_hints(server, tool),
         resources=_declaration(server.resources[remote]) if remote in server.resources else None,
+        output_schema=_output_schema(tool.output_schema),
         source="mcp",
         timeout=server.timeout,
     )

@@ -149,6 +149,9 @@ class Tool:
             (``None``: no limit). It frees the call's place in the lane, so a hung tool cannot
             hold a turn forever. An async tool is cancelled; a sync tool's thread cannot be
             interrupted and finishes on its own, its result discarded.
+        output_schema: JSON Schema of what a call returns, when known (``@tool`` derives it
+            from the return annotation, MCP tools take their ``outputSchema``): the Code Mode
+            SDK then types the result, so a program can chain calls without guessing.
         resources: ``resources(args) -> Resources | None``: the resources one call reads and
             writes. Calls on disjoint resources overlap; calls sharing a resource that one of
             them writes run one at a time, in emitted order. ``None`` (or a function returning
@@ -168,6 +171,7 @@ class Tool:
     retries: int | None = field(default=None, kw_only=True)
     timeout: float | None = field(default=None, kw_only=True)
     resources: ResourcesFunction | None = field(default=None, kw_only=True)
+    output_schema: dict[str, Any] | None = field(default=None, kw_only=True, repr=False)
     _validator: ArgumentsValidator = field(init=False, repr=False)
     _run_parsed: Callable[[BaseModel, Any], Any] | None = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
@@ -198,6 +202,11 @@ class Tool:
             raise ConfigurationError(
                 f"Tool '{self.name}': concurrency_safe must be a callable taking the "
                 f"arguments dict, got {self.concurrency_safe!r}."
+            )
+        if self.output_schema is not None and not isinstance(self.output_schema, Mapping):
+            raise ConfigurationError(
+                f"Tool '{self.name}': output_schema must be a JSON Schema object or None, "
+                f"got {type(self.output_schema).__name__}."
             )
         if self.resources is not None and not callable(self.resources):
             raise ConfigurationError(

@@ -1,0 +1,266 @@
+"""The gateway: toolnexus as an MCP server that offers ``run_code`` over any tools.
+
+An MCP client (Claude Desktop, Claude Code, Cursor, ...) gets one tool, ``run_code``, whose
+description is the typed SDK of every tool behind the gateway (its own MCP servers' tools and
+any toolnexus tools). A program's sub-calls go through the scheduling rule (reads overlap up to
+the cap, anything else runs alone, commits in order), approvals are asked of the human through
+MCP elicitation, progress is reported as calls start and finish, the client's cancellation stops
+the program, and every sub-call is in the audit log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
+
+from toolnexus.codemode import RUN_CODE_NAME, default_runtime, render_sdk, run_program
+from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION
+from toolnexus.codemode.runtimes import CodeRuntime
+from toolnexus.errors import ConfigurationError
+from toolnexus.scheduling import Outcome, ToolCall, run_batch
+from toolnexus.session import Session
+from toolnexus.tools import Tool, ToolHooks
+
+__all__ = ["Gateway", "GatewayMode"]
+
+logger = logging.getLogger("toolnexus.mcp")
+
+GatewayMode = Literal["code", "both"]
+
+RUN_CODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "The program to run."},
+        "description": {"type": "string", "description": "One sentence saying what it does."},
+    },
+    "required": ["code"],
+}
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "description": "Run this call?"}},
+    "required": ["approve"],
+}
+
+
+class Gateway:
+    """``run_code`` (and, in ``"both"`` mode, the tools themselves) as an MCP server.
+
+    Args:
+        tools: The tools behind the gateway (MCP tools from ``mcp_servers``, ``@tool``
+            functions, built-ins).
+        language: ``"python"`` (Monty) or ``"javascript"`` (V8) programs.
+        mode: ``"code"`` offers ``run_code`` only; ``"both"`` offers the tools as well.
+        max_parallel: The most sub-calls of one program running at once.
+        approval: Names of tools whose every call needs the human's consent (asked through
+            MCP elicitation; a client without elicitation gets the call refused, never run).
+        audit_log: A JSON-lines file that receives every session event (each program's
+            ``code_run``, its sub-calls' ``tool_call`` events, cancellations) as it happens.
+        runtime: The sandbox (the shared default for ``language`` otherwise).
+        failures: Upstream servers that could not be reached, by name, with why: said in the
+            ``run_code`` description, so the model knows what is missing.
+        name: The server's name, as MCP clients show it.
+
+    Raises:
+        ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        *,
+        language: str = "python",
+        mode: GatewayMode = "code",
+        max_parallel: int = 10,
+        approval: Sequence[str] = (),
+        audit_log: str | Path | None = None,
+        runtime: CodeRuntime | None = None,
+        failures: dict[str, str] | None = None,
+        name: str = "toolnexus",
+    ) -> None:
+        if mode not in ("code", "both"):
+            raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
+        if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
+            raise ConfigurationError(f"max_parallel must be a positive int, got {max_parallel!r}.")
+        needs_consent = set(approval)
+        self.tools = [
+            dataclasses.replace(t, requires_approval=True) if t.name in needs_consent else t
+            for t in tools
+            if t.name != RUN_CODE_NAME
+        ]
+        self.runtime = runtime if runtime is not None else default_runtime(language)
+        self.mode = mode
+        self.max_parallel = max_parallel
+        self.session = Session()
+        self.audit_log = Path(audit_log) if audit_log is not None else None
+        self._audited = 0  # session events already written to the audit log
+        self.description = _description(render_sdk(self.runtime.language, self.tools), failures)
+        self.server: Server[Any] = Server(
+            name, on_list_tools=self._list_tools, on_call_tool=self._call_tool
+        )
+
+    # -- MCP handlers ----------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        offered = [
+            types.Tool(
+                name=RUN_CODE_NAME, description=self.description, input_schema=RUN_CODE_SCHEMA
+            )
+        ]
+        if self.mode == "both":
+            offered += [_listed(t) for t in self.tools]
+        return types.ListToolsResult(tools=offered)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        arguments = dict(params.arguments or {})
+        if params.name == RUN_CODE_NAME:
+            return await self._run_code(ctx, arguments)
+        tool = next((t for t in self.tools if t.name == params.name), None)
+        if self.mode != "both" or tool is None:
+            return _failed(f"unknown tool {params.name!r}; this server offers {RUN_CODE_NAME}")
+        return await self._direct(ctx, tool, arguments)
+
+    # -- run_code --------------------------------------------------------------------------------
+
+    async def _run_code(self, ctx: Any, arguments: dict[str, Any]) -> types.CallToolResult:
+        code = arguments.get("code")
+        if not isinstance(code, str) or not code.strip():
+            return _failed("run_code needs the program as a non-empty string in 'code'")
+        call_id = f"mcp-{ctx.request_id}"
+        progress = _Progress(ctx.session, self.flush_audit)
+        try:
+            output = await run_program(
+                code,
+                self.tools,
+                runtime=self.runtime,
+                session=self.session,
+                max_parallel=self.max_parallel,
+                approval_handler=_approval(ctx.session),
+                hooks=ToolHooks(before=[progress.started], after=[progress.finished]),
+                call_id=call_id,
+                description=_text(arguments.get("description")) or "a program",
+            )
+        except BaseException:  # the client cancelled (or the server is going down)
+            self.session.log_event("code_run_cancelled", {"id": call_id})
+            raise
+        finally:
+            self.flush_audit()
+        text = json.dumps(output, ensure_ascii=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=output,
+            is_error="error" in output,
+        )
+
+    async def _direct(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Any:
+        """One upstream tool called directly (``"both"`` mode): the same approval rule."""
+        if tool.requires_approval and not await _approval(ctx.session)(tool.name, arguments):
+            return _failed(f"the user did not approve calling {tool.name}; it was not run")
+        call = ToolCall(f"mcp-{ctx.request_id}", tool.name, arguments)
+        outcome: Outcome = (await run_batch([call], [tool], session=self.session))[0]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.text)], is_error=not outcome.ok
+        )
+
+    def flush_audit(self) -> None:
+        """Append the session events not yet in the audit log (called as calls start and end,
+        so the log is current while a program runs, and a crash loses nothing before it)."""
+        if self.audit_log is None:
+            return
+        events = self.session.events[self._audited :]
+        self._audited += len(events)
+        with self.audit_log.open("a", encoding="utf-8") as log:
+            for event in events:
+                log.write(json.dumps(event._asdict(), ensure_ascii=False) + "\n")
+
+
+class _Progress:
+    """Progress notifications for one program: a step each time a sub-call starts or ends."""
+
+    def __init__(self, session: ServerSession, flush: Callable[[], None]) -> None:
+        self.session = session
+        self.flush = flush
+        self.begun = 0
+        self.ended = 0
+
+    async def started(self, name: str, args: dict[str, Any], ctx: Any) -> None:
+        self.begun += 1
+        self.flush()
+        await self._report(f"{name} started")
+
+    async def finished(self, name: str, args: dict[str, Any], outcome: Any, ctx: Any) -> None:
+        self.ended += 1
+        self.flush()
+        await self._report(f"{name} finished")
+
+    async def _report(self, message: str) -> None:
+        try:
+            await self.session.report_progress(
+                self.ended, None, f"{message} ({self.ended} of {self.begun} calls done)"
+            )
+        except Exception:  # a client that went away must not fail the program
+            logger.debug("could not send a progress notification", exc_info=True)
+
+
+def _approval(session: ServerSession) -> Any:
+    """An approval handler that asks the client's human through elicitation."""
+    capable = session.check_client_capability(
+        types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    )
+
+    async def approve(name: str, args: dict[str, Any]) -> bool:
+        if not capable:
+            return False  # no one to ask: refused, never run
+        shown = json.dumps(args, ensure_ascii=False)[:500]
+        answer = await session.elicit_form(
+            f"A program wants to call {name} with {shown}. Allow it?", APPROVAL_SCHEMA
+        )
+        return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+
+    return approve
+
+
+def _description(sdk: str, failures: dict[str, str] | None) -> str:
+    text = f"{RUN_CODE_BASE_DESCRIPTION}\n\n{sdk}"
+    if failures:
+        missing = "; ".join(f"{name}: {why}" for name, why in sorted(failures.items()))
+        text += f"\n\nUnavailable servers (their tools are not above): {missing}"
+    return text
+
+
+def _listed(tool: Tool) -> types.Tool:
+    hints = tool.hints
+    annotations = None
+    if hints is not None:
+        annotations = types.ToolAnnotations(
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
+        )
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=annotations,
+    )
+
+
+def _failed(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
