@@ -13,6 +13,7 @@ Run: ``python bench/agent.py``
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -68,15 +69,21 @@ def code_script() -> list[Turn]:
     return [Turn(calls=[run], delay=LATENCY), Turn(text="done", delay=LATENCY)]
 
 
-async def measure(provider: FakeProvider, script: list[Turn], **options: Any) -> tuple[float, int]:
+async def measure(
+    provider: FakeProvider, script: list[Turn], **options: Any
+) -> tuple[float, int, int]:
+    """Wall time, model round trips, and the bytes of every request body the model received
+    (tool definitions, messages, results: what fills its context, turn after turn)."""
     provider.script(*script)
+    first = len(provider.requests)
     client = create_client(base_url=provider.url + "/v1", model="bench", api_key="k", **options)
     start = time.perf_counter()
     result = await client.run("do the task", tools=[read_record, write_step])
     elapsed = time.perf_counter() - start
     if result.status != "done" or any(r.is_error for r in result.tool_calls):
         raise RuntimeError(f"the scripted task failed: {result.tool_calls}")
-    return elapsed, result.turns
+    sent = sum(len(json.dumps(body).encode()) for body in provider.requests[first:])
+    return elapsed, result.turns, sent
 
 
 async def main() -> None:
@@ -95,12 +102,12 @@ async def main() -> None:
         ]
     finally:
         provider.stop()
-    base = rows[0][1][0]
+    base, base_bytes = rows[0][1][0], rows[0][1][2]
     print(f"20 reads x 100 ms + 3 dependent writes x 50 ms, {LATENCY * 1000:.0f} ms per model turn")
-    for name, (elapsed, turns) in rows:
+    for name, (elapsed, turns, sent) in rows:
         print(
             f"  {name:28} {elapsed * 1000:8.0f} ms  {turns} model round trips"
-            f"  ratio {elapsed / base:5.2f}"
+            f"  ratio {elapsed / base:5.2f}  request bytes {sent:7,} ({sent / base_bytes - 1:+.0%})"
         )
 
 

@@ -9,7 +9,7 @@ import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("test-server")
@@ -52,6 +52,18 @@ def stats(reset: bool = True) -> dict[str, int]:
 def explode(message: str) -> str:
     """Always fails."""
     raise ValueError(message)
+
+
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a tool named ``name`` and tell the client that the tool list changed."""
+
+    def added() -> str:
+        return f"I am {name}"
+
+    server.add_tool(added, name=name, description=f"A tool added while running: {name}.")
+    await ctx.session.send_tool_list_changed()
+    return f"grew {name}"
 
 
 @server.tool()

@@ -46,7 +46,8 @@ EXPECTED = {
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.mcp: [
-        "Gateway", "GatewayMode", "gateway_options", "load_config", "serve", "serve_config",
+        "Gateway", "GatewayMode", "gateway_options", "load_config", "run_gateway", "serve",
+        "serve_config",
     ],
     toolnexus.temporal: [
         "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW", "RUN_WORKFLOW",

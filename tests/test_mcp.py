@@ -75,7 +75,7 @@ async def test_tools_are_named_and_classified_by_their_annotations(config: dict[
     async with mcp_servers(config) as tools:
         named = {t.name: t for t in tools}
         assert set(named) == {
-            "test_lookup", "test_store", "test_stats", "test_explode", "test_die",
+            "test_lookup", "test_store", "test_stats", "test_explode", "test_die", "test_grow",
         }  # fmt: skip
         assert concurrency_mode(named["test_lookup"], {}) == "parallel"
         assert concurrency_mode(named["test_store"], {}) == "exclusive"

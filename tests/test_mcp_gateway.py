@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -276,3 +278,104 @@ third = await tools.b_lookup({"key": "y", "delay": 0})
     assert first.startswith("failed:") and second.startswith("failed:")
     assert third == "value of y"
     assert later.structured_content["result"] == "value of z"  # the gateway keeps serving
+
+
+async def test_hundreds_of_tools_are_found_with_tool_search(tmp_path: Path) -> None:
+    many = tmp_path / "many.py"
+    many.write_text(
+        "from toolnexus import Tool, ToolHints\n\n"
+        "def make(i):\n"
+        "    topic = ['weather', 'stocks', 'sports', 'news'][i % 4]\n"
+        "    def report(args):\n"
+        "        return f'report {i} for {args.get(\"city\")}'\n"
+        "    return Tool(f'{topic}_{i}', f'The {topic} report number {i}.',\n"
+        "                {'type': 'object', 'properties': {'city': {'type': 'string'}}},\n"
+        "                execute=report, hints=ToolHints(read_only=True))\n\n"
+        "TOOLS = [make(i) for i in range(200)]\n"
+    )
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {}}))
+    async with gateway(path, "--tools", f"{many}:TOOLS") as session:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        found = await session.call_tool("tool_search", {"query": "weather report", "limit": 3})
+        result = await run_code(session, 'await tools.weather_8({"city": "Oslo"})')
+    assert set(listed) == {"run_code", "tool_search"}
+    description = listed["run_code"].description or ""
+    assert len(description.encode()) < 1200 and "weather_8" not in description
+    assert "200 tools are available" in description
+    assert isinstance(found, types.CallToolResult) and not found.is_error
+    declarations = found.content[0].text  # type: ignore[union-attr]
+    assert declarations.count("async def weather_") == 3 and "stocks_" not in declarations
+    assert result.structured_content["result"] == "report 8 for Oslo"
+
+
+FILESYSTEM_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+
+
+@pytest.fixture(scope="session")
+def filesystem_server() -> str:
+    """The official npm filesystem MCP server, installed from the npm registry once."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed, so the official filesystem MCP server cannot be")
+    prefix = Path(tempfile.gettempdir()) / "toolnexus-tests-npm" / "server-filesystem-2026.8.31"
+    binary = prefix / "node_modules" / ".bin" / "mcp-server-filesystem"
+    if not binary.exists():
+        subprocess.run(
+            [npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(prefix),
+             FILESYSTEM_PACKAGE],
+            check=True, timeout=300, capture_output=True,
+        )  # fmt: skip
+    return str(binary)
+
+
+async def test_the_official_filesystem_server_behind_the_gateway(
+    filesystem_server: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(6):
+        (root / f"n{i}.txt").write_text(f"note {i}\n")
+    path = tmp_path / "mcp.json"
+    servers = {"fs": {"command": filesystem_server, "args": [str(root)]}}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    program = f"""
+import asyncio
+texts = await asyncio.gather(*[
+    tools.fs_read_text_file({{"path": "{root}/n" + str(i) + ".txt"}}) for i in range(6)
+])
+summary = " | ".join(t["content"].strip() for t in texts)
+await tools.fs_write_file({{"path": "{root}/summary.txt", "content": summary}})
+summary
+"""
+    async with gateway(path) as session:
+        description = (await session.list_tools()).tools[0].description or ""
+        result = await run_code(session, program)
+    assert "async def fs_read_text_file(" in description
+    assert "-> FsReadTextFileResult" in description  # typed from the server's outputSchema
+    expected = " | ".join(f"note {i}" for i in range(6))
+    assert result.structured_content["result"] == expected, result.content
+    assert (root / "summary.txt").read_text() == expected
+
+
+async def test_an_upstream_tool_list_change_reaches_the_client(config: Path) -> None:
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    params = StdioServerParameters(command=sys.executable, args=serve_command(config))
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=on_message) as session,
+    ):
+        await session.initialize()
+        before = (await session.list_tools()).tools[0].description or ""
+        grown = await run_code(session, 'await tools.up_grow({"name": "fresh"})')
+        await asyncio.wait_for(changed.wait(), 20)
+        after = (await session.list_tools()).tools[0].description or ""
+        fresh = await run_code(session, "await tools.up_fresh({})")
+    assert grown.structured_content["result"] == "grew fresh"
+    assert "up_fresh" not in before and "up_fresh" in after  # the SDK was rendered again
+    assert fresh.structured_content["result"] == "I am fresh"

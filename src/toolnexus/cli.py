@@ -587,10 +587,17 @@ def _parser() -> argparse.ArgumentParser:
         "serve", help="offer run_code over the MCP servers of a config, to any MCP client"
     )
     serve.add_argument("--config", required=True, help="an mcpServers JSON file (as clients use)")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (the client starts this process) or streamable HTTP (default: stdio)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP only (default: loopback)")
     serve.add_argument("--port", type=int, default=8000, help="HTTP only (default 8000)")
-    serve.add_argument("--language", choices=["python", "javascript"])
+    serve.add_argument(
+        "--language", choices=["python", "javascript"], help="the programs' language (python)"
+    )
     serve.add_argument("--mode", choices=["code", "both"], help="both: the tools as well")
     serve.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
     serve.add_argument("--audit-log", help="append every session event to this JSON-lines file")

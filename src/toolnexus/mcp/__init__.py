@@ -21,7 +21,15 @@ from toolnexus.mcp._gateway import Gateway, GatewayMode
 from toolnexus.tools import Tool
 from toolnexus.tools.mcp import mcp_servers
 
-__all__ = ["Gateway", "GatewayMode", "gateway_options", "load_config", "serve", "serve_config"]
+__all__ = [
+    "Gateway",
+    "GatewayMode",
+    "gateway_options",
+    "load_config",
+    "run_gateway",
+    "serve",
+    "serve_config",
+]
 
 Transport = Literal["stdio", "http"]
 
@@ -48,7 +56,13 @@ async def serve(
         **options: `Gateway` options (``language``, ``mode``, ``max_parallel``, ``approval``,
             ``audit_log``, ``failures``).
     """
-    gateway = Gateway(tools, **options)
+    await run_gateway(Gateway(tools, **options), transport=transport, host=host, port=port)
+
+
+async def run_gateway(
+    gateway: Gateway, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000
+) -> None:
+    """Serve ``gateway`` over ``transport`` until it closes (see `serve`)."""
     server = gateway.server
     if transport == "stdio":
         async with stdio_server() as (read, write):
@@ -123,11 +137,10 @@ async def serve_config(
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
     upstream = {"mcpServers": config.get("mcpServers", {})}
     async with mcp_servers(upstream) as tools:
-        await serve(
-            [*tools, *extra_tools],
-            transport=transport,
-            host=host,
-            port=port,
-            failures=dict(tools.failures),
-            **options,
-        )
+        gateway = Gateway([*tools, *extra_tools], failures=dict(tools.failures), **options)
+
+        async def changed(current: Sequence[Tool]) -> None:
+            await gateway.update([*current, *extra_tools])
+
+        tools.on_change(changed)
+        await run_gateway(gateway, transport=transport, host=host, port=port)

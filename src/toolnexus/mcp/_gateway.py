@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, ToolCall, run_batch
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
+from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
 
 __all__ = ["Gateway", "GatewayMode"]
 
@@ -67,6 +69,10 @@ class Gateway:
         runtime: The sandbox (the shared default for ``language`` otherwise).
         failures: Upstream servers that could not be reached, by name, with why: said in the
             ``run_code`` description, so the model knows what is missing.
+        tier_threshold: With more tools than this (default 40), the ``run_code`` description
+            declares none of them, and a ``tool_search`` tool returns the typed SDK of the
+            ones matching a query: the description stays small with hundreds of tools.
+            Programs may call any tool; the type checker still knows them all.
         name: The server's name, as MCP clients show it.
 
     Raises:
@@ -84,47 +90,96 @@ class Gateway:
         audit_log: str | Path | None = None,
         runtime: CodeRuntime | None = None,
         failures: dict[str, str] | None = None,
+        tier_threshold: int = DEFAULT_THRESHOLD,
         name: str = "toolnexus",
     ) -> None:
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
         if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
             raise ConfigurationError(f"max_parallel must be a positive int, got {max_parallel!r}.")
-        needs_consent = set(approval)
-        self.tools = [
-            dataclasses.replace(t, requires_approval=True) if t.name in needs_consent else t
-            for t in tools
-            if t.name != RUN_CODE_NAME
-        ]
         self.runtime = runtime if runtime is not None else default_runtime(language)
         self.mode = mode
         self.max_parallel = max_parallel
         self.session = Session()
         self.audit_log = Path(audit_log) if audit_log is not None else None
         self._audited = 0  # session events already written to the audit log
-        self.description = _description(render_sdk(self.runtime.language, self.tools), failures)
+        self._approval = frozenset(approval)
+        self._failures = dict(failures or {})
+        self._tier_threshold = tier_threshold
+        self._clients: weakref.WeakSet[Any] = weakref.WeakSet()  # connections, see _remember
+        self._offer(tools)
         self.server: Server[Any] = Server(
             name, on_list_tools=self._list_tools, on_call_tool=self._call_tool
         )
+
+    def _offer(self, tools: Sequence[Tool]) -> None:
+        """Take ``tools`` as the gateway's tools, and render the description they give."""
+        self.tools = [
+            dataclasses.replace(t, requires_approval=True) if t.name in self._approval else t
+            for t in tools
+            if t.name != RUN_CODE_NAME
+        ]
+        self.tiered = len(self.tools) > self._tier_threshold
+        if self.tiered:
+            sdk = _search_note(self.runtime.language, len(self.tools))
+        else:
+            sdk = render_sdk(self.runtime.language, self.tools)
+        self.description = _description(sdk, self._failures)
+
+    async def update(self, tools: Sequence[Tool]) -> None:
+        """Offer ``tools`` from now on (an upstream server's tool list changed): the SDK is
+        rendered again and every connected client is sent ``notifications/tools/list_changed``
+        (clients re-list; a client that went away is skipped)."""
+        self._offer(tools)
+        for client in list(self._clients):
+            try:
+                await client.send_tool_list_changed()
+            except Exception:
+                logger.debug("could not tell a client that the tools changed", exc_info=True)
+
+    def _remember(self, session: ServerSession) -> None:
+        """Keep the client's connection, to tell it later that the tools changed.
+
+        Why the connection: a ``ServerSession`` is made per request in this SDK version and its
+        notifications ride that request's stream; the connection outlives both and has a
+        channel of its own. The SDK offers no public accessor for it.
+        """
+        connection = getattr(session, "_connection", None)
+        if connection is not None:
+            self._clients.add(connection)
 
     # -- MCP handlers ----------------------------------------------------------------------------
 
     async def _list_tools(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        self._remember(ctx.session)
         offered = [
             types.Tool(
                 name=RUN_CODE_NAME, description=self.description, input_schema=RUN_CODE_SCHEMA
             )
         ]
+        if self.tiered:
+            offered.append(
+                types.Tool(
+                    name=TOOL_SEARCH,
+                    description="Find tools for run_code programs by what they do; returns "
+                    "the typed SDK of the best matches.",
+                    input_schema=SEARCH_SCHEMA,
+                    annotations=types.ToolAnnotations(read_only_hint=True),
+                )
+            )
         if self.mode == "both":
             offered += [_listed(t) for t in self.tools]
         return types.ListToolsResult(tools=offered)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        self._remember(ctx.session)
         arguments = dict(params.arguments or {})
         if params.name == RUN_CODE_NAME:
             return await self._run_code(ctx, arguments)
+        if params.name == TOOL_SEARCH and self.tiered:
+            return self._search(arguments)
         tool = next((t for t in self.tools if t.name == params.name), None)
         if self.mode != "both" or tool is None:
             return _failed(f"unknown tool {params.name!r}; this server offers {RUN_CODE_NAME}")
@@ -161,6 +216,20 @@ class Gateway:
             structured_content=output,
             is_error="error" in output,
         )
+
+    def _search(self, arguments: dict[str, Any]) -> types.CallToolResult:
+        query = arguments.get("query")
+        limit = arguments.get("limit", 10)
+        if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
+            return _failed("tool_search needs a query (a string) and an optional limit (an int)")
+        hits = search_tools(self.tools, query, max(1, min(limit, 50)))
+        if not hits:
+            return _failed(f"no tool matches {query!r}; try other words")
+        sdk = render_sdk(self.runtime.language, hits)
+        declarations = "\n".join(
+            line for line in sdk.splitlines() if not line.startswith(("# ", "// "))
+        )
+        return types.CallToolResult(content=[types.TextContent(type="text", text=declarations)])
 
     async def _direct(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Any:
         """One upstream tool called directly (``"both"`` mode): the same approval rule."""
@@ -228,6 +297,17 @@ def _approval(session: ServerSession) -> Any:
         return answer.action == "accept" and bool((answer.content or {}).get("approve"))
 
     return approve
+
+
+def _search_note(language: str, count: int) -> str:
+    """The ``run_code`` description's tool part when tools are found by ``tool_search``."""
+    fan_out = "await asyncio.gather(...)" if language == "python" else "await Promise.all([...])"
+    return (
+        f"{count} tools are available. Call the tool_search tool with words describing what "
+        "you need: it returns the typed declarations of the matching tools. In the program, "
+        f"call them by name (await tools.name({{...}})), fan out with {fan_out}; a failed "
+        "call raises ToolError."
+    )
 
 
 def _description(sdk: str, failures: dict[str, str] | None) -> str:

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -181,12 +181,42 @@ def _timeout(server: str, value: Any, key: str = "timeout") -> float | None:
     return float(value)
 
 
+ToolsChanged = Callable[["McpTools"], Awaitable[None]]
+"""``await listener(tools)``: called after a server's tool list changed (``tools`` is updated)."""
+
+
 class McpTools(list[Tool]):
-    """The tools of every server that connected; ``failures`` names those that did not."""
+    """The tools of every server that connected; ``failures`` names those that did not.
+
+    When a server announces that its tools changed (``notifications/tools/list_changed``), its
+    tools are listed again and replaced here, in place; listeners added with `on_change` are
+    then called.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.failures: dict[str, str] = {}
+        self._listeners: list[ToolsChanged] = []
+        self._by_server: dict[str, list[Tool]] = {}
+
+    def on_change(self, listener: ToolsChanged) -> None:
+        """Call ``await listener(tools)`` each time a server's tool list changed."""
+        self._listeners.append(listener)
+
+    def _add(self, server: str, tools: list[Tool]) -> None:
+        self._by_server[server] = tools
+        self.extend(tools)
+
+    async def _replace(self, server: str, fresh: list[Tool]) -> None:
+        """``server``'s tools, listed again: swapped in place, then the listeners told."""
+        old = {id(t) for t in self._by_server.get(server, [])}
+        self[:] = [*(t for t in self if id(t) not in old), *fresh]
+        self._by_server[server] = fresh
+        for listener in self._listeners:
+            try:
+                await listener(self)
+            except Exception:
+                logger.exception("a listener of MCP tool changes failed")
 
 
 def tool_name(server: str, name: str) -> str:
@@ -270,8 +300,11 @@ def _server_log() -> TextIO:
     return sys.stderr
 
 
-async def _open(stack: contextlib.AsyncExitStack, server: ServerConfig) -> Any:
-    """Enter the server's transport and session; the initialised session."""
+async def _open(
+    stack: contextlib.AsyncExitStack, server: ServerConfig, on_message: Any = None
+) -> Any:
+    """Enter the server's transport and session; the initialised session. ``on_message``
+    receives the server's notifications."""
     from mcp import ClientSession, StdioServerParameters
 
     if server.transport == "stdio":
@@ -297,7 +330,9 @@ async def _open(stack: contextlib.AsyncExitStack, server: ServerConfig) -> Any:
         read, write = await stack.enter_async_context(
             streamable_http_client(server.url, http_client=http)
         )
-    session = await stack.enter_async_context(ClientSession(read, write))
+    session = await stack.enter_async_context(
+        ClientSession(read, write, message_handler=on_message)
+    )
     await session.initialize()
     return session
 
@@ -315,6 +350,8 @@ class _Link:
     def __init__(self, server: ServerConfig) -> None:
         self.server = server
         self.session: Any = None
+        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        self._relisting: set[asyncio.Task[None]] = set()
         self.gone: str | None = None  # why the connection ended, once it has
         self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
@@ -338,6 +375,16 @@ class _Link:
             raise ConnectionError(f"MCP server {self.server.name!r} is gone: {self.gone}")
         return await self.session.call_tool(name, args)
 
+    async def _notified(self, message: Any) -> None:
+        """A message from the server: a changed tool list is listed again, in a task of its
+        own (the session's reader delivers the answer, so it must not wait here)."""
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
+            task = asyncio.ensure_future(self.on_tools_changed())
+            self._relisting.add(task)
+            task.add_done_callback(self._relisting.discard)
+
     async def close(self) -> None:
         self._close.set()
         try:
@@ -350,7 +397,7 @@ class _Link:
     async def _hold(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                self.session = await _open(stack, self.server)
+                self.session = await _open(stack, self.server, self._notified)
                 listed = await self.session.list_tools()
                 self._ready.set_result(listed.tools)
                 await self._close.wait()
@@ -363,6 +410,20 @@ class _Link:
                 raise
         else:
             self.gone = "closed"
+
+
+def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
+    async def relist() -> None:
+        try:
+            listed = await link.session.list_tools()
+        except Exception as exc:
+            logger.warning(
+                "MCP server %r: listing its changed tools failed: %s", link.server.name, exc
+            )
+            return
+        await tools._replace(link.server.name, [_wrap(link.server, link, t) for t in listed.tools])
+
+    return relist
 
 
 def _why(exc: BaseException) -> str:
@@ -403,7 +464,8 @@ async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
                 tools.failures[link.server.name] = _why(listed)
                 logger.warning("MCP server %r did not connect: %s", link.server.name, listed)
                 continue
-            tools.extend(_wrap(link.server, link, t) for t in listed)
+            tools._add(link.server.name, [_wrap(link.server, link, t) for t in listed])
+            link.on_tools_changed = _relister(tools, link)
         yield tools
     finally:
         await asyncio.gather(*(link.close() for link in links))

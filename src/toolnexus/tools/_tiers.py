@@ -18,13 +18,14 @@ from toolnexus._checks import positive_int
 from toolnexus.tools._safety import concurrency_mode
 from toolnexus.tools._tool import Tool, ToolHints
 
-__all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"]
+__all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "SEARCH_SCHEMA", "TOOL_SEARCH", "search_tools",
+           "tool_tiers"]  # fmt: skip
 
 TOOL_SEARCH = "tool_search"
 CALL_TOOL = "call_tool"
 DEFAULT_THRESHOLD = 40
 
-_SEARCH_SCHEMA = {
+SEARCH_SCHEMA = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "description": "Words describing what the tool should do."},
@@ -77,6 +78,15 @@ def _score(tool: Tool, words: set[str]) -> float:
     return sum(3.0 * (w in name) + 1.5 * (w in params) + 1.0 * (w in description) for w in words)
 
 
+def search_tools(tools: Sequence[Tool], query: str, limit: int = 10) -> list[Tool]:
+    """The tools best matching ``query`` (by name, parameter names, description), best first;
+    only tools that match at least one word."""
+    words = _words(query)
+    scored = [(_score(t, words), t) for t in tools]
+    ranked = sorted((pair for pair in scored if pair[0] > 0), key=lambda p: (-p[0], p[1].name))
+    return [t for _, t in ranked[:limit]]
+
+
 def tool_tiers(
     tools: Sequence[Tool], *, enabled: bool | None = None, threshold: int = DEFAULT_THRESHOLD
 ) -> list[Tool]:
@@ -101,9 +111,7 @@ def tool_tiers(
         registry.setdefault(t.name, t)
 
     def search(args: dict[str, Any]) -> list[dict[str, Any]]:
-        words = _words(str(args["query"]))
-        ranked = sorted(registry.values(), key=lambda t: (-_score(t, words), t.name))
-        hits = [t for t in ranked if _score(t, words) > 0][: int(args.get("limit", 10))]
+        hits = search_tools(list(registry.values()), str(args["query"]), int(args.get("limit", 10)))
         return [t.definition() for t in hits]
 
     def target(name: object) -> Tool:
@@ -130,7 +138,7 @@ def tool_tiers(
         TOOL_SEARCH,
         f"Search the {len(registry)} available tools by what they do; returns names, "
         f"descriptions and input schemas. Then call one with {CALL_TOOL}.",
-        _SEARCH_SCHEMA,
+        SEARCH_SCHEMA,
         execute=search,
         hints=ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False),
         source="tiers",
