@@ -111,3 +111,33 @@ def test_the_run_code_description_is_lean_and_byte_stable() -> None:
     assert again == description  # the same tools in another order: the same bytes
     for words in ("asyncio.gather", "ToolError", "final expression", "calls"):
         assert words in description  # how to call, fan out, catch failures, return a result
+
+
+def test_typed_results_type_check_with_deno(tmp_path: Path) -> None:
+    """The TypeScript SDK with result types checks, and so does a program chaining them; a
+    program misusing a result does not."""
+    import subprocess
+
+    from deno import find_deno_bin  # type: ignore[import-untyped]
+
+    tools = [returning(t) for t in (Hit, User, list[int])]
+    tools = [
+        dataclasses.replace(t, name=n) for t, n in zip(tools, ("hit", "user", "ids"), strict=True)
+    ]
+    sdk = render_sdk("typescript", tools)
+    good = "async function use() { const h = await tools.hit(); const u = await tools.user(); return h.line + (u.age ?? 0) + (await tools.ids())[0]; }\nexport { use };\n"
+    bad = "async function use() { const h = await tools.hit(); return h.line.toUpperCase(); }\nexport { use };\n"
+
+    def check(program: str) -> subprocess.CompletedProcess[str]:
+        source = tmp_path / "sdk.ts"
+        source.write_text(sdk + program)
+        return subprocess.run(
+            [find_deno_bin(), "check", "--no-config", "--no-remote", "--quiet", str(source)],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={"NO_COLOR": "1", "DENO_DIR": str(tmp_path / "cache")},
+        )  # fmt: skip
+
+    ok = check(good)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    wrong = check(bad)
+    assert wrong.returncode != 0 and "toUpperCase" in wrong.stdout + wrong.stderr

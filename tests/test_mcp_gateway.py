@@ -379,3 +379,47 @@ async def test_an_upstream_tool_list_change_reaches_the_client(config: Path) -> 
     assert grown.structured_content["result"] == "grew fresh"
     assert "up_fresh" not in before and "up_fresh" in after  # the SDK was rendered again
     assert fresh.structured_content["result"] == "I am fresh"
+
+
+async def test_the_config_sets_a_permission_policy_and_budgets(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}},
+                "toolnexus": {"policy": {"deny": ["up_store"]}, "budgets": {"timeout": 2}},
+            }
+        )
+    )
+    denied = """
+try:
+    await tools["up_store"]({"key": "k", "delay": 0})
+    outcome = "ran"
+except ToolError as failure:
+    outcome = str(failure)
+outcome
+"""
+    async with gateway(path) as session:
+        description = (await session.list_tools()).tools[0].description or ""
+        refused = await run_code(session, denied)
+        slow = await run_code(session, 'await tools.up_lookup({"key": "k", "delay": 10})')
+    assert "up_lookup" in description and "up_store" not in description
+    assert refused.structured_content["result"] != "ran"
+    assert slow.structured_content["error"]["kind"] == "timeout"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"policy": {"dney": ["x"]}}, "toolnexus.policy"),
+        ({"policy": ["x"]}, "toolnexus.policy must be an object"),
+        ({"budgets": 5}, "toolnexus.budgets must be an object"),
+        ({"approval": "x"}, "toolnexus.approval must be a list"),
+    ],
+)
+def test_bad_gateway_options_are_named(options: dict[str, Any], message: str) -> None:
+    from toolnexus.errors import ConfigurationError
+    from toolnexus.mcp import gateway_options
+
+    with pytest.raises(ConfigurationError, match=message):
+        gateway_options({"mcpServers": {}, "toolnexus": options})

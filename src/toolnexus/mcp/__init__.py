@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from mcp.server.stdio import stdio_server
 
+from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._gateway import Gateway, GatewayMode
 from toolnexus.tools import Tool
@@ -33,7 +34,7 @@ __all__ = [
 
 Transport = Literal["stdio", "http"]
 
-OPTION_KEYS = ("language", "mode", "max_parallel", "approval", "audit_log")
+OPTION_KEYS = ("language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets")
 """What the ``toolnexus`` key of a gateway config may set (command-line options win)."""
 
 
@@ -95,7 +96,21 @@ def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
     approval = options.get("approval", [])
     if not isinstance(approval, list) or not all(isinstance(n, str) for n in approval):
         raise ConfigurationError("toolnexus.approval must be a list of tool names.")
-    return dict(options)
+    checked = dict(options)
+    policy = options.get("policy")
+    if policy is not None:
+        if not isinstance(policy, Mapping):
+            raise ConfigurationError(
+                'toolnexus.policy must be an object, like {"deny": ["fs_write_file"]}.'
+            )
+        try:
+            checked["policy"] = PermissionPolicy(**policy)
+        except TypeError as exc:
+            raise ConfigurationError(f"toolnexus.policy: {exc}") from None
+    budgets = options.get("budgets")
+    if budgets is not None and not isinstance(budgets, Mapping):
+        raise ConfigurationError('toolnexus.budgets must be an object, like {"timeout": 60}.')
+    return checked
 
 
 def load_config(config_path: str | Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,11 +22,18 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
-from toolnexus.codemode import RUN_CODE_NAME, default_runtime, render_sdk, run_program
+from toolnexus.codemode import (
+    RUN_CODE_NAME,
+    PermissionPolicy,
+    default_runtime,
+    filter_tools,
+    render_sdk,
+    run_program,
+)
 from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION
-from toolnexus.codemode.runtimes import CodeRuntime
+from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
-from toolnexus.scheduling import Outcome, ToolCall, run_batch
+from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency, run_batch
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
 from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
@@ -61,7 +68,12 @@ class Gateway:
             functions, built-ins).
         language: ``"python"`` (Monty) or ``"javascript"`` (V8) programs.
         mode: ``"code"`` offers ``run_code`` only; ``"both"`` offers the tools as well.
-        max_parallel: The most sub-calls of one program running at once.
+        max_parallel: The most sub-calls of one program running at once (``None``: the
+            ``TOOLNEXUS_MAX_TOOL_CONCURRENCY`` environment variable, else 10).
+        policy: Which tools may be called at all (a denied tool is left out of the SDK and
+            fails if called); `approval` adds to its ``approval_required``.
+        budgets: The sandbox's limits (``timeout``, ``max_memory``, ``max_output``,
+            ``max_sub_calls``) when no ``runtime`` is given.
         approval: Names of tools whose every call needs the human's consent (asked through
             MCP elicitation; a client without elicitation gets the call refused, never run).
         audit_log: A JSON-lines file that receives every session event (each program's
@@ -85,8 +97,10 @@ class Gateway:
         *,
         language: str = "python",
         mode: GatewayMode = "code",
-        max_parallel: int = 10,
+        max_parallel: int | None = None,
         approval: Sequence[str] = (),
+        policy: PermissionPolicy | None = None,
+        budgets: Mapping[str, Any] | None = None,
         audit_log: str | Path | None = None,
         runtime: CodeRuntime | None = None,
         failures: dict[str, str] | None = None,
@@ -95,11 +109,16 @@ class Gateway:
     ) -> None:
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
-        if isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1:
+        if max_parallel is not None and (
+            isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1
+        ):
             raise ConfigurationError(f"max_parallel must be a positive int, got {max_parallel!r}.")
-        self.runtime = runtime if runtime is not None else default_runtime(language)
+        if policy is not None and not isinstance(policy, PermissionPolicy):
+            raise ConfigurationError(f"policy must be a PermissionPolicy, got {policy!r}.")
+        self.runtime = runtime if runtime is not None else _runtime(language, budgets)
         self.mode = mode
-        self.max_parallel = max_parallel
+        self.max_parallel = max_tool_concurrency(max_parallel)
+        self.policy = policy
         self.session = Session()
         self.audit_log = Path(audit_log) if audit_log is not None else None
         self._audited = 0  # session events already written to the audit log
@@ -119,11 +138,12 @@ class Gateway:
             for t in tools
             if t.name != RUN_CODE_NAME
         ]
-        self.tiered = len(self.tools) > self._tier_threshold
+        self.granted = filter_tools(self.tools, self.policy)
+        self.tiered = len(self.granted) > self._tier_threshold
         if self.tiered:
-            sdk = _search_note(self.runtime.language, len(self.tools))
+            sdk = _search_note(self.runtime.language, len(self.granted))
         else:
-            sdk = render_sdk(self.runtime.language, self.tools)
+            sdk = render_sdk(self.runtime.language, self.granted)
         self.description = _description(sdk, self._failures)
 
     async def update(self, tools: Sequence[Tool]) -> None:
@@ -170,7 +190,7 @@ class Gateway:
                 )
             )
         if self.mode == "both":
-            offered += [_listed(t) for t in self.tools]
+            offered += [_listed(t) for t in self.granted]
         return types.ListToolsResult(tools=offered)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
@@ -180,7 +200,7 @@ class Gateway:
             return await self._run_code(ctx, arguments)
         if params.name == TOOL_SEARCH and self.tiered:
             return self._search(arguments)
-        tool = next((t for t in self.tools if t.name == params.name), None)
+        tool = next((t for t in self.granted if t.name == params.name), None)
         if self.mode != "both" or tool is None:
             return _failed(f"unknown tool {params.name!r}; this server offers {RUN_CODE_NAME}")
         return await self._direct(ctx, tool, arguments)
@@ -198,6 +218,7 @@ class Gateway:
                 code,
                 self.tools,
                 runtime=self.runtime,
+                policy=self.policy,
                 session=self.session,
                 max_parallel=self.max_parallel,
                 approval_handler=_approval(ctx.session),
@@ -222,7 +243,7 @@ class Gateway:
         limit = arguments.get("limit", 10)
         if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
             return _failed("tool_search needs a query (a string) and an optional limit (an int)")
-        hits = search_tools(self.tools, query, max(1, min(limit, 50)))
+        hits = search_tools(self.granted, query, max(1, min(limit, 50)))
         if not hits:
             return _failed(f"no tool matches {query!r}; try other words")
         sdk = render_sdk(self.runtime.language, hits)
@@ -297,6 +318,27 @@ def _approval(session: ServerSession) -> Any:
         return answer.action == "accept" and bool((answer.content or {}).get("approve"))
 
     return approve
+
+
+def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:
+    """The shared runtime for ``language``, or a runtime of its own with ``budgets``."""
+    if not budgets:
+        return default_runtime(language)
+    unknown = sorted(set(budgets) - set(BUDGET_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown budget(s) {', '.join(unknown)}; known: {', '.join(BUDGET_KEYS)}."
+        )
+    if language == "javascript":
+        from toolnexus.codemode.runtimes import V8Runtime
+
+        return V8Runtime(**budgets)
+    if language != "python":
+        raise ConfigurationError(f"language must be 'python' or 'javascript', got {language!r}.")
+    return MontyRuntime(**budgets)
+
+
+BUDGET_KEYS = ("timeout", "max_memory", "max_output", "max_sub_calls")
 
 
 def _search_note(language: str, count: int) -> str:
