@@ -74,6 +74,19 @@ async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
     await made.aclose()
 
 
+def listening(port: int, process: subprocess.Popen[Any], seconds: float) -> bool:
+    """Whether ``process`` accepts connections on 127.0.0.1:``port`` within ``seconds``
+    (``False`` as soon as it exits)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -96,16 +109,9 @@ def temporal_address() -> Iterator[str]:
     server = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"the Temporal dev server did not start ({command})")
-            time.sleep(0.1)
+    if not listening(port, server, seconds=60):
+        server.kill()
+        pytest.fail(f"the Temporal dev server did not start ({command})")
     yield f"127.0.0.1:{port}"
     server.terminate()
     try:

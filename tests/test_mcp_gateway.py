@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import free_port
+from conftest import free_port, listening
 
 HERE = Path(__file__).parent
 UPSTREAM = str(HERE / "mcp_server.py")
@@ -186,15 +185,9 @@ def http_gateway(config: Path) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, *serve_command(config, "--transport", "http", "--port", str(port))]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "the HTTP gateway did not start"
-            time.sleep(0.1)
+    if not listening(port, process, seconds=30):
+        process.kill()
+        pytest.fail(f"the HTTP gateway did not start: {process.communicate()[1]!r}")
     yield f"http://127.0.0.1:{port}/mcp"
     process.terminate()
     process.wait(timeout=10)
