@@ -67,7 +67,7 @@ EXPECTED = {
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
     toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [
-        "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
+        "RUN_CODE_BASE_DESCRIPTION", "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
         "RunContext", "await_timeout", "bindings", "collapse_message", "collapsed",
         "default_mode", "default_runtime", "denied_message", "direct_dispatch", "filter_tools",
         "is_transport_call", "new_parent_token", "parse_mode", "render_sdk", "resolve_mode",

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolnexus._json import encodable_text, json_problem, loads_strict
+from toolnexus._json import json_problem
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -45,7 +45,7 @@ from toolnexus.codemode import (
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
-from toolnexus.scheduling._batch import record_tool_result
+from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.scheduling._outcome import (
     RETRY,
     outcome_from_value,
@@ -107,20 +107,6 @@ class LoopConfig:
     fallback: tuple[Style, ...] = ()
     tool_choice: str | None = None
     tool_choice_every_turn: bool = False
-
-
-def _arguments(call: ToolCall) -> Any:
-    """The call's arguments for the transcript and the records: the decoded JSON, else the raw
-    text; never anything the session log would refuse (see ``parse_arguments`` for what runs)."""
-    raw = call.arguments
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            return loads_strict(raw)
-        except ValueError:
-            return encodable_text(raw)
-    return snapshot(raw)
 
 
 class _Run:
@@ -191,7 +177,7 @@ class _Run:
         # later call (ToolCall's own hash would need hashable arguments, which dicts are not)
         held = self.decoded.get(id(call))
         if held is None or held[0] is not call:
-            held = self.decoded[id(call)] = (call, _arguments(call))
+            held = self.decoded[id(call)] = (call, transcript_arguments(call))
         return held[1]
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:

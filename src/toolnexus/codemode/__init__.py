@@ -27,6 +27,7 @@ from toolnexus.codemode._modes import (
 )
 from toolnexus.codemode._policy import PermissionPolicy, filter_tools
 from toolnexus.codemode._run_code import (
+    RUN_CODE_BASE_DESCRIPTION,
     await_timeout,
     default_runtime,
     run_code_tool,
@@ -37,6 +38,7 @@ from toolnexus.codemode._run_code import (
 from toolnexus.codemode._sdk import render_sdk
 
 __all__ = [
+    "RUN_CODE_BASE_DESCRIPTION",
     "RUN_CODE_NAME",
     "ApprovalHandler",
     "Binding",

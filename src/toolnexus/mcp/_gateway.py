@@ -23,6 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
 from toolnexus.codemode import (
+    RUN_CODE_BASE_DESCRIPTION,
     RUN_CODE_NAME,
     PermissionPolicy,
     default_runtime,
@@ -30,7 +31,6 @@ from toolnexus.codemode import (
     render_sdk,
     run_program,
 )
-from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency, run_batch

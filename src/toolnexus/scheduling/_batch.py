@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus._json import json_problem, loads_strict
+from toolnexus._json import encodable_text, json_problem, loads_strict
 from toolnexus._snapshot import snapshot
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
@@ -62,6 +62,20 @@ def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
     args = snapshot(raw)
     assert isinstance(args, dict)  # snapshot keeps a mapping a mapping
     return args
+
+
+def transcript_arguments(call: ToolCall) -> Any:
+    """The call's arguments for the transcript and the records: the decoded JSON, else the raw
+    text; never anything the session log would refuse (see `parse_arguments` for what runs)."""
+    raw = call.arguments
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            return loads_strict(raw)
+        except ValueError:
+            return encodable_text(raw)
+    return snapshot(raw)
 
 
 def _json_kind(value: object) -> str:

@@ -10,10 +10,9 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
 
 from toolnexus.client import RunResult, ToolCallRecord, Usage
-from toolnexus.client._loop import _arguments
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
-from toolnexus.scheduling._batch import record_tool_result
+from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.session import Session
 from toolnexus.temporal._wire import Timings, call_from_wire, call_to_wire, outcome_from_wire
 from toolnexus.temporal._workflows import BATCH_WORKFLOW, PROGRAM_WORKFLOW, RUN_WORKFLOW
@@ -220,7 +219,9 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
         text = reply["text"]
         models.append(reply["model"])
         usage.add(Usage(**reply["usage"]))
-        transcript_calls = [{"id": c.id, "name": c.name, "arguments": _arguments(c)} for c in calls]
+        transcript_calls = [
+            {"id": c.id, "name": c.name, "arguments": transcript_arguments(c)} for c in calls
+        ]
         session._append_json("assistant_message", {"content": text, "tool_calls": transcript_calls})
         for call, wire in zip(calls, turn["outcomes"], strict=False):
             outcome = outcome_from_wire(wire)
@@ -229,7 +230,7 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
                 ToolCallRecord(
                     call.id,
                     call.name,
-                    _arguments(call),
+                    transcript_arguments(call),
                     outcome.text,
                     not outcome.ok,
                     outcome.metadata,
