@@ -70,7 +70,7 @@ EXPECTED = {
         "RUN_CODE_BASE_DESCRIPTION", "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
         "RunContext", "await_timeout", "bindings", "collapse_message", "collapsed",
         "default_mode", "default_runtime", "denied_message", "direct_dispatch", "filter_tools",
-        "is_transport_call", "new_parent_token", "parse_mode", "render_sdk", "resolve_mode",
+        "is_transport_call", "new_parent_token", "parse_mode", "program_output", "render_sdk", "resolve_mode",
         "run_code_tool", "run_program", "runtime_available", "tag_transport", "visible_tools",
     ],
     toolnexus.codemode.runtimes: [

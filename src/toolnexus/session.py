@@ -73,6 +73,11 @@ class Event(NamedTuple):
     data: dict[str, Any]
     time: float
 
+    def json_line(self) -> str:
+        """The event as one line of JSON (``seq``, ``type``, ``data``, ``time``) with its
+        newline: the format `Session.save` writes and `Session.load` reads."""
+        return json.dumps(self._asdict(), ensure_ascii=False) + "\n"
+
 
 def _json_copy(value: Any, where: str) -> Any:
     """A copy of ``value`` if it is JSON-shaped; else raise naming the offending place."""
@@ -176,7 +181,7 @@ class Session:
         ``data``, ``time``), replacing the file. `load` reads it back."""
         with open(path, "w", encoding="utf-8") as out:
             for event in self._events:
-                out.write(json.dumps(event._asdict(), ensure_ascii=False) + "\n")
+                out.write(event.json_line())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Session:

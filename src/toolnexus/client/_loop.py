@@ -49,7 +49,6 @@ from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.scheduling._outcome import (
     RETRY,
     outcome_from_value,
-    outcome_text,
     retry_outcome,
 )
 from toolnexus.session import Session
@@ -185,7 +184,7 @@ class _Run:
             call.id,
             call.name,
             snapshot(self.decode(call)),  # a copy of its own
-            outcome_text(outcome),
+            outcome.text,
             not outcome.ok,
             outcome.metadata,
         )

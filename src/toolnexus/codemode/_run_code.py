@@ -44,6 +44,7 @@ __all__ = [
     "RUN_CODE_BASE_DESCRIPTION",
     "await_timeout",
     "default_runtime",
+    "program_output",
     "run_code_tool",
     "run_program",
     "runtime_available",
@@ -324,13 +325,20 @@ def _output(report: RunReport | None, patience: float, log: _CallLog) -> dict[st
     if report is None:
         message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
         return {"error": {"kind": "timeout", "message": message}, "logs": [], "calls": log.entries}
+    return program_output(report, log.entries)
+
+
+def program_output(report: RunReport, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The output of a finished run: ``{"result", "logs"}``, or ``{"error": {"kind",
+    "message"}, "logs", "calls"}`` with the failure message clipped to `MAX_FAILURE_CHARS`.
+    ``calls`` lists the sub-calls the program started, with their status."""
     if report.failure is None:
         return {"result": report.value, "logs": report.logs}
     failure = {
         "kind": report.failure.kind,
         "message": clip_middle(report.failure.message, MAX_FAILURE_CHARS),
     }
-    return {"error": failure, "logs": report.logs, "calls": log.entries}
+    return {"error": failure, "logs": report.logs, "calls": calls}
 
 
 def run_code_tool(

@@ -22,6 +22,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
+from toolnexus._checks import positive_int
 from toolnexus.codemode import (
     RUN_CODE_BASE_DESCRIPTION,
     RUN_CODE_NAME,
@@ -109,10 +110,8 @@ class Gateway:
     ) -> None:
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
-        if max_parallel is not None and (
-            isinstance(max_parallel, bool) or not isinstance(max_parallel, int) or max_parallel < 1
-        ):
-            raise ConfigurationError(f"max_parallel must be a positive int, got {max_parallel!r}.")
+        if max_parallel is not None:
+            positive_int("max_parallel", max_parallel)
         if policy is not None and not isinstance(policy, PermissionPolicy):
             raise ConfigurationError(f"policy must be a PermissionPolicy, got {policy!r}.")
         self.runtime = runtime if runtime is not None else _runtime(language, budgets)
@@ -271,7 +270,7 @@ class Gateway:
         self._audited += len(events)
         with self.audit_log.open("a", encoding="utf-8") as log:
             for event in events:
-                log.write(json.dumps(event._asdict(), ensure_ascii=False) + "\n")
+                log.write(event.json_line())
 
 
 class _Progress:

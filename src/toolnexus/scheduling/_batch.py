@@ -10,7 +10,7 @@ from toolnexus._json import encodable_text, json_problem, loads_strict
 from toolnexus._snapshot import snapshot
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
-from toolnexus.scheduling._outcome import Outcome, outcome_text, retry_outcome
+from toolnexus.scheduling._outcome import Outcome, retry_outcome
 from toolnexus.scheduling._scheduler import Scheduler, Ticket
 from toolnexus.session import Session
 from toolnexus.tools import Tool, Toolkit
@@ -109,6 +109,20 @@ def precheck(
     return tool, args
 
 
+def check_calls(calls: Iterable[object]) -> None:
+    """Raise unless every item of ``calls`` is a ``ToolCall`` (what a batch takes).
+
+    Raises:
+        ConfigurationError: naming the first item that is not, and how to build one.
+    """
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise ConfigurationError(
+                f"run_batch takes ToolCall objects, got {call!r}; build them with "
+                "ToolCall(id, name, arguments)."
+            )
+
+
 def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> None:
     """Append the ``tool_result`` surface event of ``call`` (what the model is handed back).
 
@@ -119,7 +133,7 @@ def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> No
         {
             "tool_call_id": call.id,
             "name": call.name,
-            "content": outcome_text(outcome),
+            "content": outcome.text,
             "is_error": not outcome.ok,
         },
     )
@@ -159,12 +173,7 @@ async def run_batch(
         ConfigurationError: ``calls`` holds something that is not a
             [`ToolCall`][toolnexus.scheduling.ToolCall].
     """
-    for call in calls:
-        if not isinstance(call, ToolCall):
-            raise ConfigurationError(
-                f"run_batch takes ToolCall objects, got {call!r}; build them with "
-                "ToolCall(id, name, arguments)."
-            )
+    check_calls(calls)
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
     cap = max_tool_concurrency(max_concurrency)
     async with Scheduler(max_parallel=cap, audit=False, session=session) as lane:

@@ -20,7 +20,6 @@ __all__ = [
     "clamp_message",
     "outcome_from_exception",
     "outcome_from_value",
-    "outcome_text",
     "retry_outcome",
 ]
 
@@ -139,12 +138,6 @@ def _result_text(output: Any) -> str:
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(snapshot(output), ensure_ascii=False)
     return encodable_text(text)
-
-
-def outcome_text(outcome: Outcome) -> str:
-    """The outcome as the text a model reads:
-    [`Outcome.text`][toolnexus.scheduling.Outcome.text]."""
-    return outcome.text
 
 
 def outcome_from_value(tool: str, value: Any) -> Outcome:

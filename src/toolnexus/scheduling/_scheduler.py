@@ -535,10 +535,7 @@ class Scheduler:
         """What a call declared it touches, and which call and resource it waited for."""
         facts: dict[str, Any] = {}
         if call.resources is not None:
-            facts["resources"] = {
-                "reads": sorted(call.resources.reads),
-                "writes": sorted(call.resources.writes),
-            }
+            facts["resources"] = call.resources.to_json()
         if call.waited is not None:
             waited = call.waited
             facts["waited_for"] = {"seq": waited.call, "resource": waited.resource}

@@ -12,21 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus._tracing import end_tool_span, tool_span
 from toolnexus.client import Client
-from toolnexus.codemode import RUN_CODE_NAME, default_runtime, render_sdk
+from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
 from toolnexus.codemode.runtimes import RunReport
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome, snapshot
+from toolnexus.scheduling import Outcome, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
-from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.temporal._wire import (
     call_from_wire,
     call_to_wire,
@@ -80,8 +78,7 @@ class ToolActivities:
             hints = tool.hints
             facts: dict[str, Any] = {
                 "mode": mode,
-                "reads": None if resources is None else sorted(resources.reads),
-                "writes": None if resources is None else sorted(resources.writes),
+                "resources": None if resources is None else resources.to_json(),
                 "idempotent": hints is not None and hints.idempotent is True,
             }
             if tool.name == RUN_CODE_NAME:  # run as a durable program, its sub-calls activities
@@ -91,40 +88,36 @@ class ToolActivities:
 
     @activity.defn(name=CALL_TOOL)
     async def call_tool(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run one call and return its outcome (a tool's failure included) as JSON data."""
+        """Run one call and return its outcome (a tool's failure included) as JSON data.
+
+        It runs exactly as an in-process batch of one runs it (``toolnexus.run_batch``): the
+        same checks, the same span, the same outcome; this worker heartbeats meanwhile.
+        """
         call = call_from_wire(request["call"])
-        checked = precheck(call, self.kit)
-        if isinstance(checked, Outcome):
-            return outcome_to_wire(checked, call.name)
-        tool, args = checked
-        beating = asyncio.create_task(_heartbeat())
-        span = tool_span(
-            tool.name,
-            lambda: {
-                "gen_ai.tool.call.id": call.id,
-                "toolnexus.call.seq": request.get("seq"),
-                "toolnexus.temporal.attempt": activity.info().attempt,
-            },
-        )
-        try:
-            outcome = outcome_from_value(tool.name, await tool.invoke(args, None))
-        except Exception as exc:
-            outcome = outcome_from_exception(tool.name, exc)
-        finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
-        end_tool_span(span, outcome.error)
-        return outcome_to_wire(outcome, tool.name)
+        async with _heartbeating():
+            outcome = (await run_batch([call], self.kit))[0]
+        return outcome_to_wire(outcome, call.name)
 
 
-async def _heartbeat() -> None:
-    """Tell the server this worker is alive, three times per heartbeat timeout."""
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Tell the server this worker is alive, three times per heartbeat timeout, while the
+    block runs."""
     timeout = activity.info().heartbeat_timeout or DEFAULT_HEARTBEAT
     interval = max(timeout.total_seconds() / 3, 0.05)
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(interval)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    beating = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
 
 
 OPENING = "toolnexus.opening"
@@ -138,7 +131,7 @@ class ModelActivities:
 
     def __init__(self, client: Client, kit: Toolkit) -> None:
         self.style = client._config.style
-        self.definitions = self.style.tool_definitions([t for n in kit.names if (t := kit.get(n))])
+        self.definitions = self.style.tool_definitions(list(kit))
 
     @activity.defn(name=OPENING)
     async def opening(self, prompt: str) -> list[dict[str, Any]]:
@@ -198,7 +191,7 @@ class ProgramActivities:
     """
 
     def __init__(self, kit: Toolkit) -> None:
-        self.tools = [t for n in kit.names if (t := kit.get(n)) and n != RUN_CODE_NAME]
+        self.tools = [t for t in kit if t.name != RUN_CODE_NAME]
 
     @activity.defn(name=PROGRAM_STEP)
     async def program_step(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -233,22 +226,13 @@ class ProgramActivities:
         run = asyncio.ensure_future(
             runtime.run(request["code"], tool_names=names, call_tool=call_tool, sdk=sdk)
         )
-        heart = asyncio.create_task(_heartbeat())
-        try:
+        async with _heartbeating():
             report = await _until_new_calls(run, new_call, made)
-        finally:
-            heart.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heart
         if diverged:
             return {"diverged": diverged[0]}
         if report is None:
             return {"calls": made[len(recorded) :]}
-        if report.failure is None:
-            output: dict[str, Any] = {"result": report.value, "logs": report.logs}
-        else:
-            failure = {"kind": report.failure.kind, "message": report.failure.message}
-            output = {"error": failure, "logs": report.logs}
+        output = program_output(report, [])  # the workflow knows the calls and adds them
         return {"done": json.dumps(output, ensure_ascii=False)}
 
 

@@ -9,10 +9,11 @@ from typing import Any
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
 
+from toolnexus._checks import positive_int
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
-from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
+from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
 from toolnexus.temporal._wire import Timings, call_from_wire, call_to_wire, outcome_from_wire
 from toolnexus.temporal._workflows import BATCH_WORKFLOW, PROGRAM_WORKFLOW, RUN_WORKFLOW
@@ -51,12 +52,7 @@ async def run_batch(
     Raises:
         ConfigurationError: ``calls`` holds something that is not a ``ToolCall``.
     """
-    for call in calls:
-        if not isinstance(call, ToolCall):
-            raise ConfigurationError(
-                f"run_batch takes ToolCall objects, got {call!r}; build them with "
-                "ToolCall(id, name, arguments)."
-            )
+    check_calls(calls)
     request = {
         "calls": [call_to_wire(call) for call in calls],
         "max_parallel": max_tool_concurrency(max_parallel),
@@ -148,8 +144,7 @@ async def start_run(
     """
     if not isinstance(prompt, str):
         raise ConfigurationError(f"start_run takes the prompt as a string, got {prompt!r}.")
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise ConfigurationError(f"max_turns must be a positive int, got {max_turns!r}.")
+    positive_int("max_turns", max_turns)
     request = {
         "prompt": prompt,
         "max_turns": max_turns,

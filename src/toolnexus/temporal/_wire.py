@@ -56,8 +56,7 @@ class Timings:
 
 
 def call_to_wire(call: ToolCall) -> dict[str, Any]:
-    arguments = call.arguments
-    return {"id": call.id, "name": call.name, "arguments": arguments}
+    return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
 def call_from_wire(data: dict[str, Any]) -> ToolCall:

@@ -241,8 +241,8 @@ async def run_calls(
         if "answer" in facts:
             outcomes[index] = facts["answer"]
             continue
-        declared = facts["reads"] is not None
-        resources = Resources(reads=facts["reads"], writes=facts["writes"]) if declared else None
+        declared = facts["resources"]
+        resources = Resources(**declared) if declared is not None else None
         seq, started = rule.submit(facts["mode"], resources)
         position[seq] = index
         start(started)

@@ -41,6 +41,11 @@ class Resources:
         object.__setattr__(self, "writes", written)
         object.__setattr__(self, "reads", _keys(reads, "reads") - written)
 
+    def to_json(self) -> dict[str, list[str]]:
+        """``{"reads": [...], "writes": [...]}``, keys sorted: for logs and other processes
+        (``Resources(**data)`` reads it back)."""
+        return {"reads": sorted(self.reads), "writes": sorted(self.writes)}
+
 
 ResourcesFunction = Callable[[dict[str, Any]], Resources | None]
 """``resources(args) -> Resources | None``: a call's declaration from its arguments; ``None``

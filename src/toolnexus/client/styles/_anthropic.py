@@ -13,7 +13,6 @@ from toolnexus.client.styles._errors import EmptyStream, undecodable_body
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
-from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicStyle"]
@@ -164,7 +163,7 @@ class AnthropicStyle(Style):
             {
                 "type": "tool_result",
                 "tool_use_id": c.id,
-                "content": outcome_text(o),
+                "content": o.text,
                 "is_error": not o.ok,
             }
             for c, o in zip(calls, outcomes, strict=True)

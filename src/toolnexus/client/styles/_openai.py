@@ -24,7 +24,6 @@ from toolnexus.client.styles._base import (
 from toolnexus.client.styles._errors import EmptyStream
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.scheduling._outcome import outcome_text
 from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["FAILURE_MARK", "OpenAIStyle"]
@@ -195,7 +194,7 @@ class OpenAIStyle(Style):
             {
                 "role": "tool",
                 "tool_call_id": c.id,
-                "content": outcome_text(o) if o.ok else f"{FAILURE_MARK}{outcome_text(o)}",
+                "content": o.text if o.ok else f"{FAILURE_MARK}{o.text}",
             }
             for c, o in zip(calls, outcomes, strict=True)
         ]
