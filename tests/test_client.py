@@ -336,9 +336,11 @@ async def test_request_params_system_prompt_and_history_reach_the_wire(
     anthropic = client_for(provider, "anthropic", system_prompt="be brief")
     provider.script(Turn(text="c"))
     await anthropic.run("three")
-    assert (
-        provider.requests[2]["system"] == "be brief" and provider.requests[2]["max_tokens"] == 4096
-    )
+    # the system prompt goes as one text block carrying a prompt-cache breakpoint
+    assert provider.requests[2]["system"] == [
+        {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert provider.requests[2]["max_tokens"] == 4096
 
 
 def test_seed_002_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -113,7 +113,7 @@ async def test_tool_choice_every_turn_and_the_wire_words(provider: FakeProvider)
     result = await client.run("go", tools=[lookup])
     assert result.status == "incomplete"  # a required choice every turn: only max_turns ends it
     assert [r["tool_choice"] for r in provider.requests] == [{"type": "any"}] * 2
-    with pytest.raises(ConfigurationError, match="both as an option and in request_params"):
+    with pytest.raises(ConfigurationError, match="request_params may not set 'tool_choice'"):
         client_for(provider, "openai", tool_choice="auto", request_params={"tool_choice": "none"})
     with pytest.raises(ConfigurationError, match="cannot be honoured"):
         await client_for(provider, "openai", tool_choice="required").run("go", tools=[])

@@ -98,16 +98,28 @@ def model_request_span(provider: str, model: str, server: str) -> Iterator[Span]
 
 
 def record_response(
-    span: Span, *, input_tokens: int | None, output_tokens: int | None, finish_reason: str | None
+    span: Span,
+    *,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    finish_reason: str | None,
+    cache_read_tokens: int | None = None,
+    cache_write_tokens: int | None = None,
 ) -> None:
     """Put what a model response cost (when the server said), and why it stopped, on its
     request's span."""
     if not span.is_recording():
         return
-    if input_tokens is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-    if output_tokens is not None:
-        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
+    span.set_attributes(
+        _present(
+            {
+                "gen_ai.usage.input_tokens": input_tokens,
+                "gen_ai.usage.output_tokens": output_tokens,
+                "gen_ai.usage.cache_read.input_tokens": cache_read_tokens,
+                "gen_ai.usage.cache_creation.input_tokens": cache_write_tokens,
+            }
+        )
+    )
     if finish_reason is not None:
         span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
 

@@ -47,6 +47,7 @@ BOOKKEEPING_TYPES = frozenset(
         "call_resources",
         "code_run",
         "fallback",
+        "model_stop",
         "tool_call",
         "turn_start",
         "turn_end",

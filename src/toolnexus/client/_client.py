@@ -40,6 +40,7 @@ _OPTION_NAMES = frozenset(
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
+        "prompt_cache",
     }
 )  # fmt: skip
 
@@ -67,6 +68,7 @@ def _build_style(
     system_prompt: str | None,
     wire: WireOptions,
     request_params: dict[str, Any],
+    prompt_cache: bool,
 ) -> Style:
     """The style object, making official SDK clients pointed at ``base_url``."""
     try:
@@ -98,7 +100,9 @@ def _build_style(
             http_client=http_class(verify=tls),
         )
 
-    return style_class(connect, model, system_prompt, request_params, base_url, wire)
+    return style_class(
+        connect, model, system_prompt, request_params, base_url, wire, prompt_cache=prompt_cache
+    )
 
 
 @dataclass
@@ -296,6 +300,25 @@ class Client:
             yield event
 
 
+def _check_forced_choice(style: str, choice: str | None, request_params: Mapping[str, Any]) -> None:
+    """Refuse forcing a tool where the request turns Anthropic thinking on: the API refuses
+    it (thinking models answer 400 to ``any`` and named choices), so say so before the run.
+
+    Raises:
+        ConfigurationError: naming the conflict and what to do instead.
+    """
+    if style != "anthropic" or choice in (None, "auto", "none"):
+        return
+    thinking = request_params.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
+        raise ConfigurationError(
+            f"create_client tool_choice={choice!r} forces a tool, which Anthropic refuses while "
+            "thinking is on (request_params['thinking']); use tool_choice='auto' and say in the "
+            "prompt which tool to call, or output_type= for a structured answer (it asks for "
+            "its tool without forcing it)."
+        )
+
+
 def _output(output_type: Any, retries: int) -> Output | None:
     if output_type is None:
         return None
@@ -326,6 +349,7 @@ def create_client(
     tool_choice_every_turn: bool = False,
     fallback: Sequence[Client] = (),
     request_params: Mapping[str, Any] | None = None,
+    prompt_cache: bool = True,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
     tool_tiers: bool | None = None,
@@ -375,7 +399,16 @@ def create_client(
             rate limit after the retries. Recorded in ``RunResult.models`` and the session log.
         tool_choice_every_turn: Apply ``tool_choice`` to every turn (a named or required
             choice then forces a call every turn: the run ends only at ``max_turns``).
-        request_params: Merged into every request body (``temperature``, ``max_tokens``, …).
+        request_params: Fields merged into every request body as they are (``temperature``,
+            ``max_tokens``, ``thinking``, ``reasoning``, a server's own such as
+            ``chat_template_kwargs`` or ``top_k``): they travel as the SDK's ``extra_body``, so
+            the installed SDK need not know them. Fields the loop sends itself (``model``,
+            ``messages``, ``tools``, ``stream``, ``tool_choice``; ``system`` for Anthropic)
+            are refused, naming the option to use instead.
+        prompt_cache: In the ``"anthropic"`` style, mark prompt-cache breakpoints on the tool
+            list, the system prompt and the latest turn (at most 4 in all, counting a top-level
+            ``cache_control`` in ``request_params``); ``False`` sends none. OpenAI-style
+            servers cache prefixes on their own.
         tools: Default tools for ``run``/``stream`` calls that pass none.
         deps: What tools taking a ``ctx`` see as ``ctx.deps``.
         tool_tiers: In ``"native"`` mode, show ``tool_search`` + ``call_tool`` instead of the
@@ -425,23 +458,18 @@ def create_client(
             f"create_client turn_timeout must be a positive number of seconds or None, got "
             f"{turn_timeout!r}."
         )
-    if tool_choice is not None:
-        if not isinstance(tool_choice, str) or not tool_choice:
-            raise ConfigurationError(
-                f"create_client tool_choice must be {', '.join(CHOICE_WORDS)} or a tool's name, "
-                f"got {tool_choice!r}."
-            )
-        if "tool_choice" in (request_params or {}):
-            raise ConfigurationError(
-                "create_client got tool_choice both as an option and in request_params; keep "
-                "the option (it applies to the first turn, and is checked)."
-            )
+    if tool_choice is not None and not (isinstance(tool_choice, str) and tool_choice):
+        raise ConfigurationError(
+            f"create_client tool_choice must be {', '.join(CHOICE_WORDS)} or a tool's name, "
+            f"got {tool_choice!r}."
+        )
     for other in fallback:
         if not isinstance(other, Client) or other.style_name != style:
             raise ConfigurationError(
                 f"create_client fallback takes clients of the same style ({style!r}), got "
                 f"{other!r}: the transcript is in that style's shape."
             )
+    _check_forced_choice(style, tool_choice, request_params or {})
     built: Style
     if isinstance(model, FunctionModel):
         built = InProcessStyle(model, system_prompt)
@@ -455,7 +483,9 @@ def create_client(
             system_prompt=system_prompt,
             wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
             request_params=dict(request_params or {}),
+            prompt_cache=bool(prompt_cache),
         )
+    built.check_request_params(built.request_params)
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -148,6 +149,7 @@ class _Run:
         self.models: list[str] = []  # the model that answered each turn
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
         self.decoded: dict[int, tuple[ToolCall, Any]] = {}  # id(call) -> (call, its arguments)
+        self.ended: RunStatus | None = None  # set when the provider ended the run itself
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -213,19 +215,61 @@ class _Run:
 
     def answered(self, reply: AssistantTurn) -> None:
         """Record a model response: the moment it is known, before its calls start (whole
-        responses), so a log saved at any later moment holds the calls that may have run."""
+        responses), so a log saved at any later moment holds the calls that may have run.
+
+        A refused or cut-off response ends the run and never enters the transcript: sent
+        again, it would only be refused again (the provider's advice is to leave it out).
+        """
         self.turns += 1
         self.usage.add(reply.usage)
         if self.config.meter is not None:
             self.config.meter.spend(reply.usage)
         self.text = reply.text
+        if reply.ending in ("refused", "context_window"):
+            self.provider_stopped(reply)
+            return
         self.messages.append(reply.message)
         calls = [
             {"id": call.id, "name": call.name, "arguments": self.decode(call)}
             for call in reply.calls
         ]
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
-        self.session._append_json("assistant_message", {"content": reply.text, "tool_calls": calls})
+        data: dict[str, Any] = {"content": reply.text, "tool_calls": calls}
+        style = self.config.style
+        if style.keeps_state and json_problem(reply.message) is None:
+            # the provider's own message, as it goes back on the wire: a copy of its own
+            sent = json.loads(json.dumps(reply.message))
+            data["provider"] = {"style": style.family, "message": sent}
+        self.session._append_json("assistant_message", data)
+
+    def provider_stopped(self, reply: AssistantTurn) -> None:
+        """The provider ended the run: a refusal, or a conversation past the context window."""
+        reason = reply.stop_reason or reply.ending
+        if reply.ending == "refused":
+            self.ended = "refused"
+            said = ", ".join(
+                f"{key}: {value}"
+                for key, value in (reply.stop_details or {}).items()
+                if key != "type"
+            )
+            self.stopped_by = f"the provider refused to answer ({reason}" + (
+                f"; {said})" if said else ")"
+            )
+        else:
+            self.ended = "incomplete"
+            self.stopped_by = (
+                f"the conversation no longer fits the model's context window ({reason}): the "
+                "answer was cut off; shorten the history or start a new conversation"
+            )
+        self.session.log_event(
+            "model_stop",
+            {
+                "turn": self.turns,
+                "reason": reason,
+                "details": reply.stop_details,
+                "text": reply.text,
+            },
+        )
 
     def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
         self.messages.extend(self.config.style.results(calls, outcomes))
@@ -374,6 +418,9 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
             exc.partial = run.result("error")
             raise
         run.session.log_event("turn_end", {"turn": turn})
+        if run.ended is not None:  # refused, or past the context window
+            status = run.ended
+            break
         if run.waiting is not None:
             status = "pending"
             break
@@ -382,6 +429,8 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
         if run.output is not None and run.output.received:
             status = "done"
             break
+        if reply is not None and reply.ending == "paused":
+            continue  # sent back as it is, the turn goes on (bounded by max_turns)
         if reply is not None and not reply.calls:
             if run.output is None:
                 status = "done"
@@ -470,6 +519,9 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
             yield event
         reply = responding.result()  # already recorded by run.answered (on_complete)
         yield UsageEvent(reply.usage)
+        if reply.ending not in ("answered", "paused"):  # not in the transcript: runs nothing
+            yield reply
+            return
         first_record = len(run.records)
         async for call, outcome in batch.outcomes():
             answered.append(outcome)
@@ -484,7 +536,12 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         if reply is None and _succeeded(responding):
             # cut short after the response arrived (and was recorded): its calls may have run
             reply = responding.result()
-        cut_short = reply is not None and run.waiting is None and len(answered) < len(reply.calls)
+        cut_short = (
+            reply is not None
+            and reply.ending in ("answered", "paused")
+            and run.waiting is None
+            and len(answered) < len(reply.calls)
+        )
         known = await batch.finished() if cut_short else []  # before stop() abandons the rest
         batch.cancel()
         if not responding.done():

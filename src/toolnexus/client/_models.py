@@ -116,6 +116,7 @@ class InProcessStyle(OpenAIStyle):
     instead of a server."""
 
     name = "in-process"
+    keeps_state = False
 
     def __init__(self, model: FunctionModel, system_prompt: str | None) -> None:
         super().__init__(_no_sdk, model.name, system_prompt, {}, f"in-process:{model.name}")

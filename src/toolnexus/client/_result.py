@@ -21,7 +21,7 @@ __all__ = [
     "UsageEvent",
 ]
 
-RunStatus = Literal["done", "incomplete", "pending", "error"]
+RunStatus = Literal["done", "incomplete", "pending", "refused", "error"]
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,19 @@ class RunResult:
         turns: Model round trips.
         usage: Tokens, summed over the turns.
         status: ``"done"`` (the model answered without tools), ``"incomplete"`` (``max_turns``
-            reached, or a budget ran out), ``"pending"`` (a relay call waits for the host's
-            answer), or ``"error"`` (only on
+            reached, a budget ran out, or the conversation outgrew the model's context
+            window), ``"pending"`` (a relay call waits for the host's answer), ``"refused"``
+            (the provider refused to answer: Anthropic ``refusal``, OpenAI-style
+            ``content_filter``; the refused turn is not in ``messages``), or ``"error"`` (only on
             [`ProviderError.partial`][toolnexus.errors.ProviderError]: the run so far, when a
             request failed).
         session: The session log: surface events for the transcript, bookkeeping events for
             turns and Code Mode sub-calls.
         pending: When ``status`` is ``"pending"``: the relay calls waiting for the host's
             answers (pass them to ``client.resume``).
-        stopped_by: When a budget ended the run early (``status`` ``"incomplete"``): which one,
-            in words (see `Meter`); else ``None``.
+        stopped_by: Why the run ended early, in words: which budget ran out (see `Meter`), a
+            tool's retries, the provider's refusal with its details (category, explanation),
+            or the context window; else ``None``.
         models: The model that answered each turn, in order (with ``fallback`` clients, the
             one that did; each fallback is also a ``fallback`` event in the session log).
         output: With ``output_type``: the validated value the model handed over (an instance

@@ -1,14 +1,27 @@
-"""Anthropic Messages, through the official SDK."""
+"""Anthropic Messages, through the official SDK.
+
+Why every content block is kept as the API sent it: a reasoning model's turn carries opaque
+state — ``thinking`` and ``redacted_thinking`` blocks with their signatures, ``server_tool_use``
+and ``*_tool_result`` blocks of server tools — which must come back unchanged and in place on
+the next request of a tool loop. The API checks it: a dropped thinking block is a 400
+("Expected `thinking` or `redacted_thinking`, but found `tool_use`"), an altered one an
+"Invalid `signature`". So the assistant message of a turn is the response's content blocks as
+they arrived (``exclude_unset``: no field the server did not send), streamed ones assembled
+from their deltas (``signature_delta`` included), and the loop never rebuilds it.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anthropic
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Style, Usage
+from toolnexus._json import json_problem
+from toolnexus.client.styles._anthropic_cache import place_breakpoints
+from toolnexus.client.styles._base import AssistantTurn, Ending, OnCall, OnText, Style, Usage
+from toolnexus.client.styles._deltas import merge_delta
 from toolnexus.client.styles._errors import EmptyStream, undecodable_body
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
@@ -20,13 +33,29 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 DEFAULT_MAX_TOKENS = 4096
 """Messages requires ``max_tokens``; override it with ``request_params={"max_tokens": ...}``."""
 
+_ENDINGS: dict[str, Ending] = {
+    "end_turn": "answered",
+    "tool_use": "answered",
+    "max_tokens": "answered",
+    "stop_sequence": "answered",
+    "pause_turn": "paused",
+    "refusal": "refused",
+    "model_context_window_exceeded": "context_window",
+}
+
 
 class AnthropicStyle(Style):
     """The ``"anthropic"`` style: one user message of ``tool_result`` blocks per turn."""
 
     name = "anthropic"
+    family = "anthropic"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
     sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)
+    endings: Mapping[str, Ending] = _ENDINGS
+    owned_params: Mapping[str, str] = {
+        **Style.owned_params,
+        "system": "create_client(system_prompt=...)",
+    }
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         return Toolkit(tools).to_anthropic()
@@ -39,24 +68,7 @@ class AnthropicStyle(Style):
         for message in transcript:
             role = message["role"]
             if role == "assistant":
-                blocks: list[dict[str, Any]] = []
-                if message.get("content"):
-                    blocks.append({"type": "text", "text": message["content"]})
-                for call in message.get("tool_calls") or []:
-                    tool_call = ToolCall(
-                        str(call.get("id")), str(call.get("name")), call.get("arguments", {})
-                    )
-                    blocks.append(
-                        {
-                            "type": "tool_use",
-                            "id": tool_call.id,
-                            "name": tool_call.name,
-                            "input": _echo(tool_call),
-                        }
-                    )
-                out.append(
-                    {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
-                )
+                out.append(self.recorded(message) or _rebuilt(message))
             elif role == "tool":
                 block = {
                     "type": "tool_result",
@@ -73,9 +85,9 @@ class AnthropicStyle(Style):
                     previous["content"].append(block)  # one user message per turn's results
                 else:
                     out.append({"role": "user", "content": [block]})
-            elif role == "user":
-                out.append({"role": "user", "content": message.get("content", "")})
-        return out  # system messages: Messages takes the system prompt apart
+            elif role in ("user", "system"):  # request() takes system messages apart
+                out.append({"role": role, "content": message.get("content", "")})
+        return out
 
     def request(
         self,
@@ -83,28 +95,40 @@ class AnthropicStyle(Style):
         tools: list[dict[str, Any]],
         tool_choice: str | None = None,
     ) -> dict[str, Any]:
+        """The body: ``request_params`` travel as ``extra_body``, so every field reaches the
+        server whatever the installed SDK knows; a conversation's system messages become
+        ``system``; prompt-cache breakpoints are placed on copies (the transcript keeps the
+        messages as they were)."""
+        system: Any = self.system_prompt
+        if any(m.get("role") == "system" for m in messages):
+            system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
+            messages = [m for m in messages if m.get("role") != "system"]
         params: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": DEFAULT_MAX_TOKENS,
+            "max_tokens": self.request_params.get("max_tokens", DEFAULT_MAX_TOKENS),
             "messages": messages,
-            **self.request_params,
         }
-        if self.system_prompt:
-            params.setdefault("system", self.system_prompt)
+        if self.request_params:
+            params["extra_body"] = dict(self.request_params)
+        if system:
+            params["system"] = system
         if tools:
             params["tools"] = tools
             if tool_choice is not None:
-                params.setdefault("tool_choice", _choice(tool_choice))
+                params["tool_choice"] = _choice(tool_choice)
+        if self.prompt_cache:
+            place_breakpoints(params, self.request_params)
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
         try:
             message = await sdk.messages.create(**params)
-        except (ValueError, RecursionError) as exc:  # the SDK could not decode the body
+            content = [_as_sent(block) for block in message.content]
+        except (ValueError, RecursionError) as exc:  # the body could not be decoded
             raise undecodable_body(self.base_url, exc) from None
-        content = [block.model_dump(mode="python", warnings=False) for block in message.content]
-        usage = Usage(message.usage.input_tokens, message.usage.output_tokens)
-        return _turn(content, usage, message.stop_reason)
+        turn = _turn(content, _usage(message.usage), message.stop_reason)
+        turn.stop_details = _details(getattr(message, "stop_details", None))
+        return turn
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
@@ -114,35 +138,34 @@ class AnthropicStyle(Style):
         Why not the SDK's accumulating stream helper: it decodes each call's ``partial_json``
         itself and fails the whole response on one call's broken input. Here the input text is
         kept as text, so [`run_batch`][toolnexus.scheduling.run_batch]'s strict parser fails that
-        one call, with a message the model reads.
+        one call, with a message the model reads. Every other delta is merged into its block as
+        it came (``thinking_delta``, ``signature_delta``, ``citations_delta``, and any kind a
+        newer API adds), so the block is sent back as the server built it.
         """
         blocks: dict[int, dict[str, Any]] = {}
         usage = Usage()
         stop_reason: str | None = None
+        details: dict[str, Any] | None = None
         events = await sdk.messages.create(**params, stream=True)
         received = 0
         async for event in events:
             received += 1
             if event.type == "message_start":
-                usage.input_tokens = event.message.usage.input_tokens or 0
+                usage = _usage(event.message.usage)
             elif event.type == "content_block_start":
-                blocks[event.index] = event.content_block.model_dump(mode="python", warnings=False)
+                blocks[event.index] = _as_sent(event.content_block)
             elif event.type == "content_block_delta":
                 block = blocks.get(event.index)
-                if block is None:
-                    continue
-                if event.delta.type == "text_delta":
-                    block["text"] = block.get("text", "") + event.delta.text
-                    await on_text(event.delta.text)
-                elif event.delta.type == "input_json_delta":
-                    block["input_text"] = block.get("input_text", "") + event.delta.partial_json
+                if block is not None:
+                    await _apply_delta(block, event.delta, on_text)
             elif event.type == "content_block_stop":
                 block = blocks.get(event.index, {})
                 if block.get("type") == "tool_use":  # its arguments are complete: start it now
                     await on_call(ToolCall(block["id"], block["name"], _arguments(block)))
             elif event.type == "message_delta":
                 stop_reason = event.delta.stop_reason or stop_reason
-                usage.output_tokens = event.usage.output_tokens or 0
+                details = _details(getattr(event.delta, "stop_details", None)) or details
+                _update_usage(usage, event.usage)
         if not received:
             raise EmptyStream
         if stop_reason is None:
@@ -151,8 +174,8 @@ class AnthropicStyle(Style):
                 f"the model at {self.base_url} ended its stream without a stop reason: the "
                 "response was cut off (the server stopped or crashed mid-answer)",
             )
-        content = [blocks[i] for i in sorted(blocks)]
-        turn = _turn(content, usage, stop_reason)
+        turn = _turn([blocks[i] for i in sorted(blocks)], usage, stop_reason)
+        turn.stop_details = details
         turn.streamed = True
         return turn
 
@@ -171,23 +194,115 @@ class AnthropicStyle(Style):
         return [{"role": "user", "content": blocks}]
 
 
+def _as_sent(model: Any) -> dict[str, Any]:
+    """An SDK object as the server sent it: only the fields it set, unknown ones included.
+
+    A ``tool_use`` block's input is taken as it was decoded, not re-serialised: JSON mode
+    would turn a ``NaN`` into ``null`` (a call the model did not make) and refuses nesting
+    that the call's own check reports as that call's failure.
+    """
+    raw_input = getattr(model, "type", None) == "tool_use"
+    data: dict[str, Any] = model.model_dump(
+        mode="json",
+        exclude_unset=True,
+        warnings=False,
+        exclude={"input"} if raw_input else None,
+    )
+    if raw_input:
+        data["input"] = model.input
+    return data
+
+
+async def _apply_delta(block: dict[str, Any], delta: Any, on_text: OnText) -> None:
+    """Merge one ``content_block_delta`` into its block."""
+    kind = delta.type
+    if kind == "text_delta":
+        block["text"] = block.get("text", "") + delta.text
+        await on_text(delta.text)
+    elif kind == "input_json_delta":
+        block["input_text"] = block.get("input_text", "") + delta.partial_json
+    elif kind == "citations_delta":
+        block.setdefault("citations", []).append(_as_sent(delta.citation))
+    else:  # thinking_delta, signature_delta, and kinds a newer API adds
+        piece = _as_sent(delta)
+        piece.pop("type", None)
+        merge_delta(block, piece)
+
+
+def _usage(reported: Any) -> Usage:
+    return Usage(
+        getattr(reported, "input_tokens", None),
+        getattr(reported, "output_tokens", None),
+        getattr(reported, "cache_read_input_tokens", None),
+        getattr(reported, "cache_creation_input_tokens", None),
+    )
+
+
+def _update_usage(usage: Usage, reported: Any) -> None:
+    """A ``message_delta``'s usage: cumulative counts, each present only when it changed."""
+    update = _usage(reported)
+    usage.output_tokens = update.output_tokens or usage.output_tokens or 0
+    usage.input_tokens = update.input_tokens or usage.input_tokens
+    usage.cache_read_tokens = update.cache_read_tokens or usage.cache_read_tokens
+    usage.cache_write_tokens = update.cache_write_tokens or usage.cache_write_tokens
+
+
+def _details(stop_details: Any) -> dict[str, Any] | None:
+    if stop_details is None:
+        return None
+    return {k: v for k, v in _as_sent(stop_details).items() if v is not None}
+
+
 def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -> AssistantTurn:
-    """The assistant turn of a response's content blocks (plain dicts)."""
+    """The assistant turn of a response's content blocks (plain dicts, as sent).
+
+    Every block stays as it came, in order, with two mends the API itself requires of what is
+    sent back: a ``tool_use`` input is always a plain JSON object (a streamed one is assembled
+    from its text; one ``NaN`` or a non-object would make every later request unsendable),
+    and an empty text block, which the API refuses on input, is left out.
+    """
     content: list[dict[str, Any]] = []
     calls: list[ToolCall] = []
     text_parts: list[str] = []
     for block in blocks:
-        if block.get("type") == "text":
-            text_parts.append(block.get("text", ""))
-            content.append({"type": "text", "text": block.get("text", "")})
-        elif block.get("type") == "tool_use":
+        kind = block.get("type")
+        if kind == "text":
+            if not block.get("text"):
+                continue
+            text_parts.append(block["text"])
+        elif kind == "tool_use":
             call = ToolCall(block["id"], block["name"], _arguments(block))
             calls.append(call)
-            content.append(
-                {"type": "tool_use", "id": call.id, "name": call.name, "input": _echo(call)}
-            )
-    message = {"role": "assistant", "content": content}
+            tool_input = block.get("input")
+            if (
+                "input_text" in block
+                or not isinstance(tool_input, dict)
+                or json_problem(tool_input) is not None
+            ):
+                block = {k: v for k, v in block.items() if k != "input_text"}
+                block["input"] = _echo(call)
+        content.append(block)
+    message = {"role": "assistant", "content": content or [{"type": "text", "text": ""}]}
     return AssistantTurn("".join(text_parts), calls, usage, stop_reason, message)
+
+
+def _rebuilt(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An assistant message of a neutral transcript in this style's shape (text and tool
+    calls: what any style can carry)."""
+    blocks: list[dict[str, Any]] = []
+    if message.get("content"):
+        blocks.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or []:
+        tool_call = ToolCall(str(call.get("id")), str(call.get("name")), call.get("arguments", {}))
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": tool_call.id,
+                "name": tool_call.name,
+                "input": _echo(tool_call),
+            }
+        )
+    return {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
 
 
 def _echo(call: ToolCall) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import ssl
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from toolnexus._json import encodable_data
@@ -21,13 +22,14 @@ from toolnexus.client.styles._errors import (
     retryable,
     undecodable_body,
 )
-from toolnexus.errors import ProviderError
+from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
 
 __all__ = [
     "CHOICE_WORDS",
     "AssistantTurn",
+    "Ending",
     "OnCall",
     "OnText",
     "Style",
@@ -63,15 +65,28 @@ class Usage:
 
     Why ``None`` and not 0: many OpenAI-compatible servers (llama.cpp, some gateways) send no
     usage at all, and "0 tokens" would read as a fact. A sum is known once any turn reported.
+
+    Attributes:
+        input_tokens: Prompt tokens, as the server counts them (Anthropic leaves the cached
+            ones out of this figure; OpenAI-style servers include them).
+        output_tokens: Generated tokens.
+        cache_read_tokens: Prompt tokens read from the provider's prompt cache (Anthropic
+            ``cache_read_input_tokens``, OpenAI-style ``prompt_tokens_details.cached_tokens``).
+        cache_write_tokens: Prompt tokens written to the cache (Anthropic
+            ``cache_creation_input_tokens``, OpenAI-style ``cache_write_tokens``).
     """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def add(self, other: Usage) -> None:
         """Add ``other``'s counts to these (an unknown count adds nothing)."""
         self.input_tokens = _plus(self.input_tokens, other.input_tokens)
         self.output_tokens = _plus(self.output_tokens, other.output_tokens)
+        self.cache_read_tokens = _plus(self.cache_read_tokens, other.cache_read_tokens)
+        self.cache_write_tokens = _plus(self.cache_write_tokens, other.cache_write_tokens)
 
     @property
     def total(self) -> int | None:
@@ -83,7 +98,13 @@ class Usage:
     def __str__(self) -> str:
         if self.total is None:
             return "usage unknown (the server did not report it)"
-        return f"{_count(self.input_tokens)} in / {_count(self.output_tokens)} out"
+        text = f"{_count(self.input_tokens)} in / {_count(self.output_tokens)} out"
+        if self.cache_read_tokens or self.cache_write_tokens:
+            text += (
+                f" (cache: {_count(self.cache_read_tokens)} read, "
+                f"{_count(self.cache_write_tokens)} written)"
+            )
+        return text
 
 
 def _plus(a: int | None, b: int | None) -> int | None:
@@ -92,6 +113,19 @@ def _plus(a: int | None, b: int | None) -> int | None:
 
 def _count(value: int | None) -> str:
     return "?" if value is None else str(value)
+
+
+Ending = Literal["answered", "paused", "refused", "context_window"]
+"""How a model turn ended, whatever the provider called it:
+
+* ``"answered"``: the model finished its turn (text, tool calls, or a length limit);
+* ``"paused"``: the provider paused a long turn and continues it when the turn is sent back
+  as it is (Anthropic ``pause_turn``);
+* ``"refused"``: the provider refused to answer (Anthropic ``refusal``, OpenAI-style
+  ``content_filter``);
+* ``"context_window"``: the conversation no longer fits the model's context window (Anthropic
+  ``model_context_window_exceeded``); the response is truncated.
+"""
 
 
 @dataclass
@@ -103,9 +137,16 @@ class AssistantTurn:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     message: dict[str, Any] = field(default_factory=dict)
-    """The assistant message in the provider's own shape, for the transcript."""
+    """The assistant message exactly as the provider sent it (every block and field, in
+    order), sent back unchanged on every later request: the provider's opaque state
+    (thinking signatures, reasoning details, encrypted reasoning) lives in it."""
     streamed: bool = False
     """Whether its text and calls were announced while it streamed."""
+    ending: Ending = "answered"
+    """How the turn ended (see `Ending`), from the provider's stop or finish reason."""
+    stop_details: dict[str, Any] | None = None
+    """What the provider said about a refusal (Anthropic ``stop_details``: category,
+    explanation), when it said anything."""
 
 
 ToolChoice = str
@@ -169,8 +210,26 @@ class Style:
     """
 
     name: str = ""
+    family: str = ""
+    """The message shape the style speaks (``"openai"``, ``"anthropic"``): what a transcript
+    recorded by one style needs for another to carry it on verbatim."""
+    keeps_state: bool = True
+    """Whether the provider's own assistant message is worth recording beside the neutral
+    transcript (it may carry state the neutral form cannot); in-process models have none."""
     key_variables: tuple[str, ...] = ()
     sdk_errors: tuple[type[Exception], ...] = ()
+    endings: Mapping[str, Ending] = {}
+    """Every stop or finish reason the style knows, and what it means for the loop. Any other
+    reason is reported as a `ProviderError` naming it, never taken for success."""
+    owned_params: Mapping[str, str] = {
+        "model": "create_client(model=...)",
+        "messages": "history= or session= on run()",
+        "tools": "tools= on run() or create_client()",
+        "stream": "client.stream() instead of client.run()",
+        "tool_choice": "create_client(tool_choice=...)",
+    }
+    """Request body fields the loop sets itself, each with the option that sets it instead:
+    ``request_params`` naming one is refused before any request."""
 
     def __init__(
         self,
@@ -180,6 +239,8 @@ class Style:
         request_params: dict[str, Any],
         base_url: str,
         wire: WireOptions | None = None,
+        *,
+        prompt_cache: bool = True,
     ) -> None:
         self._connect = connect
         self.model = model
@@ -187,9 +248,25 @@ class Style:
         self.request_params = request_params
         self.base_url = base_url
         self.wire = wire or WireOptions()
+        self.prompt_cache = prompt_cache
+        """Whether requests carry prompt-cache breakpoints (styles that place them)."""
         self._sdks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Held] = (
             weakref.WeakKeyDictionary()
         )
+
+    def check_request_params(self, params: Mapping[str, Any]) -> None:
+        """Refuse ``request_params`` that would take over what the loop sends.
+
+        Raises:
+            ConfigurationError: a field the loop owns, naming the option to use instead.
+        """
+        for key in params:
+            instead = self.owned_params.get(key)
+            if instead is not None:
+                raise ConfigurationError(
+                    f"request_params may not set {key!r}: the tool loop sends it itself on "
+                    f"every request; use {instead}."
+                )
 
     async def sdk(self) -> Any:
         """The SDK client for the running event loop, made on first use.
@@ -261,20 +338,47 @@ class Style:
                     "(turn_timeout): a runaway generation was cut off; set max_tokens in "
                     "request_params, or raise turn_timeout",
                 ) from None
-            if on_complete is not None:
-                on_complete(turn)
-            if not turn.streamed:  # a whole response: its text and calls are all known now
-                if turn.text:
-                    await on_text(turn.text)
-                for call in turn.calls:
-                    await on_call(call)
             record_response(
                 span,
                 input_tokens=turn.usage.input_tokens,
                 output_tokens=turn.usage.output_tokens,
                 finish_reason=turn.stop_reason,
+                cache_read_tokens=turn.usage.cache_read_tokens,
+                cache_write_tokens=turn.usage.cache_write_tokens,
             )
+            turn.ending = self.ending(turn.stop_reason)
+            if on_complete is not None:
+                on_complete(turn)
+            if not turn.streamed:  # a whole response: its text and calls are all known now
+                if turn.text:
+                    await on_text(turn.text)
+                if turn.ending in ("answered", "paused"):  # a refused or cut-off one runs nothing
+                    for call in turn.calls:
+                        await on_call(call)
             return turn
+
+    def ending(self, stop_reason: str | None) -> Ending:
+        """What ``stop_reason`` means for the loop.
+
+        A missing reason in a whole response counts as answered (some compatible servers
+        leave it out; a stream without one is already an error).
+
+        Raises:
+            ProviderError: a reason this style does not know (OpenRouter's ``"error"``, a
+                newer API's addition): reported by name rather than taken for success.
+        """
+        if stop_reason is None:
+            return "answered"
+        ending = self.endings.get(stop_reason)
+        if ending is None:
+            known = ", ".join(sorted(self.endings))
+            raise ProviderError(
+                None,
+                f"the model at {self.base_url} ended its turn with the stop reason "
+                f"{stop_reason!r}, which toolnexus does not know (it knows {known}): the turn "
+                "is not taken for an answer; check the server's logs or its status page",
+            )
+        return ending
 
     async def _attempts(
         self, params: dict[str, Any], stream: bool, on_text: OnText, on_call: OnCall
@@ -340,6 +444,16 @@ class Style:
         """A session's transcript (``Session.messages()``: ``role`` plus the event's data) in
         this provider's message shape, to carry a conversation on."""
         raise NotImplementedError
+
+    def recorded(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
+        """An assistant message of a neutral transcript as its provider sent it, when it was
+        recorded by a style of this one's `family` (a copy); else ``None``, and the style
+        rebuilds the message from its text and tool calls (what every style can carry)."""
+        provider = message.get("provider")
+        if not isinstance(provider, Mapping) or provider.get("style") != self.family:
+            return None
+        sent = provider.get("message")
+        return copy.deepcopy(dict(sent)) if isinstance(sent, Mapping) else None
 
     def results(
         self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]

@@ -1,9 +1,20 @@
-"""OpenAI Chat Completions (also OpenRouter, vLLM, Ollama, llama.cpp), through the official SDK."""
+"""OpenAI Chat Completions (also OpenRouter, Gemini, DeepSeek, vLLM, Ollama, llama.cpp), through
+the official SDK.
+
+Why the assistant message is kept as the server sent it: compatible servers put a reasoning
+model's state on the message and its tool calls — OpenRouter ``reasoning_details`` (and
+``reasoning``), DeepSeek and Kimi ``reasoning_content``, vLLM and Ollama ``reasoning``, Gemini
+``tool_calls[i].extra_content.google.thought_signature`` — and answer 400 when a tool-call turn
+comes back without it. The message is the response's (``exclude_unset``: the fields the server
+sent, unknown ones included), a streamed one merged from its deltas (``reasoning_details``
+pieces by their ``index``), and it goes back unchanged but for what Chat Completions refuses on
+input: ``content: null`` (sent as ``""``), response-only ``annotations`` and null fields.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -16,12 +27,14 @@ except ImportError:  # the in-process test models reuse this style's shapes with
 from toolnexus.client.styles._base import (
     CHOICE_WORDS,
     AssistantTurn,
+    Ending,
     OnCall,
     OnText,
     Style,
     Usage,
 )
-from toolnexus.client.styles._errors import EmptyStream
+from toolnexus.client.styles._deltas import merge_delta, without_indexes
+from toolnexus.client.styles._errors import EmptyStream, undecodable_body
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
@@ -30,13 +43,29 @@ __all__ = ["FAILURE_MARK", "OpenAIStyle"]
 
 _AFTER_EVERY_INDEX = 1 << 62
 
+_ENDINGS: dict[str, Ending] = {
+    "stop": "answered",
+    "tool_calls": "answered",
+    "length": "answered",
+    "function_call": "answered",
+    "content_filter": "refused",
+}
+_RESPONSE_ONLY = frozenset({"annotations"})
+"""Assistant message fields a response carries that a request may not."""
+
 
 class OpenAIStyle(Style):
     """The ``"openai"`` style: one ``tool`` message per call result."""
 
     name = "openai"
+    family = "openai"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
     sdk_errors: tuple[type[Exception], ...] = _SDK_ERRORS
+    endings: Mapping[str, Ending] = _ENDINGS
+    owned_params: Mapping[str, str] = {
+        **Style.owned_params,
+        "stream_options": "nothing: the client asks for usage in every stream itself",
+    }
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         return Toolkit(tools).to_openai()
@@ -54,6 +83,10 @@ class OpenAIStyle(Style):
         for message in transcript:
             role = message["role"]
             if role == "assistant":
+                recorded = self.recorded(message)
+                if recorded is not None:
+                    out.append(_with_text_content(recorded))
+                    continue
                 calls = [
                     ToolCall(str(c.get("id", "")), str(c.get("name", "")), c.get("arguments", {}))
                     for c in message.get("tool_calls") or []
@@ -82,12 +115,14 @@ class OpenAIStyle(Style):
         tools: list[dict[str, Any]],
         tool_choice: str | None = None,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model, "messages": messages, **self.request_params}
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.request_params:  # as body fields: any field reaches the server
+            params["extra_body"] = dict(self.request_params)
         if tools:
             params["tools"] = tools
             # Sent even as "auto" (OpenAI's own default): some servers (llama.cpp) treat a
             # missing tool_choice as "none" and never show the model its tools.
-            params.setdefault("tool_choice", _choice(tool_choice or "auto"))
+            params["tool_choice"] = _choice(tool_choice or "auto")
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
@@ -99,13 +134,11 @@ class OpenAIStyle(Style):
                 '"choices" list): the server produced no reply; check its logs',
             )
         choice = response.choices[0]
-        text = choice.message.content or ""
-        calls = [
-            ToolCall(c.id, c.function.name, c.function.arguments)
-            for c in choice.message.tool_calls or []
-            if getattr(c, "function", None) is not None
-        ]
-        return self._turn(text, calls, _usage(response.usage), choice.finish_reason)
+        try:
+            message = choice.message.model_dump(mode="json", exclude_unset=True, warnings=False)
+        except (ValueError, RecursionError) as exc:  # a field nested past what can be read
+            raise undecodable_body(self.base_url, exc) from None
+        return _sent_turn(message, _usage(response.usage), choice.finish_reason)
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
@@ -118,19 +151,22 @@ class OpenAIStyle(Style):
         chunks = await sdk.chat.completions.create(
             **params, stream=True, stream_options={"include_usage": True}
         )
-        text_parts: list[str] = []
-        pending: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        message: dict[str, Any] = {"role": "assistant"}
         calls: list[ToolCall] = []
+        announced: set[Any] = set()
         usage = Usage()
         finish: str | None = None
         received = 0
 
         async def complete_before(index: int) -> None:
-            for i in sorted(pending):
-                if i < index:
-                    call_id, name, arguments = pending.pop(i)
-                    calls.append(ToolCall(call_id, name, arguments))
-                    await on_call(calls[-1])
+            for entry in message.get("tool_calls") or []:
+                number = entry.get("index")
+                if number not in announced and number < index:
+                    announced.add(number)
+                    call = _call(entry)
+                    if call is not None:
+                        calls.append(call)
+                        await on_call(call)
 
         async for chunk in chunks:
             received += 1
@@ -138,22 +174,16 @@ class OpenAIStyle(Style):
                 usage = _usage(chunk.usage)
             for choice in chunk.choices or []:
                 delta = choice.delta
-                if delta is None:
-                    continue
-                if delta.content:
-                    text_parts.append(delta.content)
-                    await on_text(delta.content)
-                for position, piece in enumerate(delta.tool_calls or []):
-                    # some compatible servers leave out the index: fall back to the position
-                    index = piece.index if isinstance(piece.index, int) else position
-                    if index not in pending:
-                        await complete_before(index)
-                        pending[index] = ["", "", ""]
-                    entry = pending[index]
-                    entry[0] = piece.id or entry[0]
-                    if piece.function is not None:
-                        entry[1] = piece.function.name or entry[1]
-                        entry[2] += piece.function.arguments or ""
+                if delta is not None:
+                    piece = delta.model_dump(mode="json", exclude_unset=True, warnings=False)
+                    for position, call_piece in enumerate(piece.get("tool_calls") or []):
+                        # some compatible servers leave out the index: fall back to the position
+                        if not isinstance(call_piece.get("index"), int):
+                            call_piece["index"] = position
+                        await complete_before(call_piece["index"])
+                    merge_delta(message, piece)
+                    if delta.content:
+                        await on_text(delta.content)
                 finish = choice.finish_reason or finish
         if not received:
             raise EmptyStream
@@ -164,7 +194,7 @@ class OpenAIStyle(Style):
                 "response was cut off (the server stopped or crashed mid-answer)",
             )
         await complete_before(_AFTER_EVERY_INDEX)
-        turn = self._turn("".join(text_parts), calls, usage, finish)
+        turn = _sent_turn(message, usage, finish, calls)
         turn.streamed = True
         return turn
 
@@ -211,9 +241,73 @@ def _usage(reported: Any) -> Usage:
     """Usage as the server reported it; unknown (``None``) where it did not."""
     if reported is None:
         return Usage()
+    details = getattr(reported, "prompt_tokens_details", None)
+    written = _count(details, "cache_write_tokens")
     return Usage(
-        getattr(reported, "prompt_tokens", None), getattr(reported, "completion_tokens", None)
+        _count(reported, "prompt_tokens"),
+        _count(reported, "completion_tokens"),
+        _count(details, "cached_tokens"),
+        written if written is not None else _count(reported, "cache_write_tokens"),
     )
+
+
+def _count(reported: Any, name: str) -> int | None:
+    value = getattr(reported, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _sent_turn(
+    message: dict[str, Any],
+    usage: Usage,
+    finish: str | None,
+    calls: list[ToolCall] | None = None,
+) -> AssistantTurn:
+    """The turn of an assistant message as the server sent it (``calls``: the ones a stream
+    already announced, kept as the same objects)."""
+    sent = _as_request(message)
+    if calls is None:
+        calls = [c for c in map(_call, sent.get("tool_calls") or []) if c is not None]
+    return AssistantTurn(_text(sent.get("content")), calls, usage, finish, sent)
+
+
+def _as_request(message: dict[str, Any]) -> dict[str, Any]:
+    """A response's assistant message as a request takes it back: every field kept but
+    ``content: null`` (sent as ``""``: llama.cpp answers 500 to null, every server takes
+    ``""``), null fields, response-only ones, an empty ``tool_calls`` list and the stream's
+    ``index`` on each call."""
+    sent = {
+        key: value
+        for key, value in message.items()
+        if value is not None and key not in _RESPONSE_ONLY
+    }
+    sent["role"] = "assistant"
+    sent.setdefault("content", "")
+    if sent.get("tool_calls"):
+        sent["tool_calls"] = without_indexes(sent["tool_calls"])
+    else:
+        sent.pop("tool_calls", None)
+    return sent
+
+
+def _call(entry: Any) -> ToolCall | None:
+    """A message's tool call entry as a call (``None`` for an entry that is no function call)."""
+    function = entry.get("function") if isinstance(entry, dict) else None
+    if not isinstance(function, dict):
+        return None
+    arguments = function.get("arguments")
+    return ToolCall(
+        str(entry.get("id") or ""),
+        str(function.get("name") or ""),
+        arguments if isinstance(arguments, (str, dict)) else "",
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
 
 
 def _choice(choice: str) -> Any:
