@@ -14,6 +14,7 @@ from typing import Any, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 from toolnexus._checks import int_at_least, positive_int, positive_number
+from toolnexus.client._history import carried
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
 from toolnexus.client._output import Output, output_for
@@ -168,7 +169,10 @@ class Client:
     ) -> RunResult:
         """Run the tool loop on ``prompt`` until the model answers or ``max_turns`` is reached.
 
-        ``session`` (optional) receives the run's events as they happen, so a caller that
+        ``history`` (optional) is an earlier conversation in the provider's shape, as
+        ``RunResult.messages`` holds it: sent as it is to a client of the same style (every
+        provider field kept), rebuilt from its text and tool calls for another style (see
+        the providers guide). ``session`` (optional) receives the run's events as they happen, so a caller that
         cancels the run still holds a transcript in which every tool call has a result.
         ``deps`` reaches every tool that takes a ``ctx`` as ``ctx.deps`` (a
         [`RunContext`][toolnexus.codemode.RunContext]), for this run only; without it, the client's
@@ -286,7 +290,7 @@ class Client:
                 raise ConfigurationError(
                     f"tools must be toolnexus Tools, got {t!r}; decorate functions with @tool."
                 )
-        past = [dict(m) for m in history or []]
+        past = carried(self._config.style, [dict(m) for m in history or []])
         if session is not None and not isinstance(session, Session):
             raise ConfigurationError(f"session must be a toolnexus Session, got {session!r}.")
         log = session if session is not None else Session()

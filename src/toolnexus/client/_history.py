@@ -1,0 +1,121 @@
+"""A conversation carried from one style to another.
+
+``history=`` takes messages in the provider's own shape, as ``RunResult.messages`` holds them.
+Given to a client of the same style they are sent as they are (the provider's opaque state
+included). Given to a client of another style they are first read into the neutral transcript
+(text, tool calls, tool results: what every style can carry) and rebuilt in the new style's
+shape; what only the old provider could read — thinking blocks, signatures, reasoning — stays
+behind, and so do content blocks the neutral transcript has no place for (images, documents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolnexus.client.styles import Style
+from toolnexus.client.styles._openai import FAILURE_MARK
+from toolnexus.scheduling._batch import parse_arguments
+
+__all__ = ["carried", "shape_of"]
+
+_ANTHROPIC_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"}
+)
+
+
+def shape_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The style family whose shape ``messages`` have, or ``None`` when they hold nothing
+    but plain text (which every style takes as it is)."""
+    for message in messages:
+        if message.get("role") == "tool" or "tool_calls" in message:
+            return "openai"
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(block, Mapping) and block.get("type") in _ANTHROPIC_BLOCKS
+            for block in content
+        ):
+            return "anthropic"
+    return None
+
+
+def carried(style: Style, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history`` ready for ``style``: as it is in its own shape, else rebuilt from the
+    neutral transcript."""
+    shape = shape_of(history)
+    if shape is None or shape == style.family:
+        return history
+    reader = _from_openai if shape == "openai" else _from_anthropic
+    neutral: list[dict[str, Any]] = []
+    for message in history:
+        neutral.extend(reader(message))
+    return style.history(neutral)
+
+
+def _from_openai(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    role = message.get("role")
+    if role == "assistant":
+        calls = [
+            {
+                "id": call.get("id", ""),
+                "name": (call.get("function") or {}).get("name", ""),
+                "arguments": parse_arguments((call.get("function") or {}).get("arguments", "")),
+            }
+            for call in message.get("tool_calls") or []
+            if isinstance(call, Mapping)
+        ]
+        return [
+            {"role": "assistant", "content": _text(message.get("content")), "tool_calls": calls}
+        ]
+    if role == "tool":
+        content = _text(message.get("content"))
+        failed = content.startswith(FAILURE_MARK)
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": message.get("tool_call_id"),
+                "content": content[len(FAILURE_MARK) :] if failed else content,
+                "is_error": failed,
+            }
+        ]
+    return [{"role": str(role), "content": _text(message.get("content"))}]
+
+
+def _from_anthropic(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    role = message.get("role")
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+    if role == "assistant":
+        calls = [
+            {"id": b.get("id", ""), "name": b.get("name", ""), "arguments": b.get("input", {})}
+            for b in blocks
+            if isinstance(b, Mapping) and b.get("type") == "tool_use"
+        ]
+        return [{"role": "assistant", "content": _text(blocks), "tool_calls": calls}]
+    out: list[dict[str, Any]] = [
+        {
+            "role": "tool",
+            "tool_call_id": b.get("tool_use_id"),
+            "content": _text(b.get("content")),
+            "is_error": bool(b.get("is_error")),
+        }
+        for b in blocks
+        if isinstance(b, Mapping) and b.get("type") == "tool_result"
+    ]
+    text = _text([b for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"])
+    if text or not out:
+        out.append({"role": str(role), "content": text})
+    return out
+
+
+def _text(content: Any) -> str:
+    """The text of a message's content: a string, or the text of its text blocks/parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("text", None)
+        )
+    return ""

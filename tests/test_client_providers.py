@@ -1,0 +1,232 @@
+"""The client's provider plumbing: streamed deltas, cache breakpoints, request fields, stop
+reasons and conversations carried across styles (the endpoints' own rules are played by
+``frontier_endpoint.py`` in ``test_frontier_*.py``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fake_provider import FakeProvider, Turn
+from toolnexus import ToolHints, create_client, tool
+from toolnexus.client.styles._anthropic_cache import MAX_BREAKPOINTS, place_breakpoints
+from toolnexus.client.styles._deltas import merge_delta
+from toolnexus.errors import ConfigurationError, ProviderError
+
+
+@tool(hints=ToolHints(read_only=True))
+def lookup(city: str) -> str:
+    """Look up the weather."""
+    return f"{city}: sunny"
+
+
+def client_for(provider: FakeProvider, style: str, **options: Any) -> Any:
+    base = provider.url + ("/v1" if style == "openai" else "")
+    return create_client(base_url=base, style=style, model="m", api_key="none", **options)
+
+
+def test_streamed_reasoning_details_become_one_entry_per_index() -> None:
+    message: dict[str, Any] = {"role": "assistant"}
+    pieces = [
+        {"reasoning_details": [{"type": "reasoning.text", "text": "Let ", "index": 0}]},
+        {
+            "content": "Hi",
+            "reasoning_details": [{"type": "reasoning.text", "text": "me", "index": 0}],
+        },
+        {"reasoning_details": [{"type": "reasoning.text", "signature": "sig", "index": 0}]},
+        {"reasoning_details": [{"type": "reasoning.encrypted", "data": "x", "index": 1}]},
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": "{"},
+                }
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "function": {"name": "f", "arguments": "}"},
+                    "extra_content": {"google": {"thought_signature": "t"}},
+                }
+            ]
+        },
+        {"brand_new": "a"},
+        {"brand_new": "b"},
+    ]
+    for piece in pieces:
+        merge_delta(message, json.loads(json.dumps(piece)))
+    assert message["reasoning_details"] == [
+        {"type": "reasoning.text", "text": "Let me", "signature": "sig", "index": 0},
+        {"type": "reasoning.encrypted", "data": "x", "index": 1},
+    ]
+    assert message["tool_calls"] == [
+        {
+            "index": 0,
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "f", "arguments": "{}"},  # a repeated name is not doubled
+            "extra_content": {"google": {"thought_signature": "t"}},
+        }
+    ]
+    assert message["content"] == "Hi" and message["brand_new"] == "ab"
+
+
+def _count_markers(params: dict[str, Any]) -> list[str]:
+    """The TTL of every breakpoint in render order: tools, system, messages, then top level."""
+    found = [
+        t["cache_control"].get("ttl", "5m") for t in params.get("tools", []) if "cache_control" in t
+    ]
+    system = params.get("system")
+    if isinstance(system, list):
+        found += [b["cache_control"].get("ttl", "5m") for b in system if "cache_control" in b]
+    for message in params["messages"]:
+        if isinstance(message["content"], list):
+            found += [
+                b["cache_control"].get("ttl", "5m")
+                for b in message["content"]
+                if "cache_control" in b
+            ]
+    return found
+
+
+@pytest.mark.parametrize("theirs", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("ttl", ["5m", "1h"])
+def test_breakpoints_stay_within_four_and_never_increase_their_ttl(theirs: int, ttl: str) -> None:
+    marker = {"type": "ephemeral", "ttl": ttl}
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": f"q{i}", "cache_control": marker}]}
+        for i in range(theirs)
+    ]
+    messages = [*history, {"role": "user", "content": "latest"}]
+    before = json.dumps(messages)
+    params = {"messages": messages, "system": "sys", "tools": [{"name": "a"}, {"name": "b"}]}
+    place_breakpoints(params, {})
+    assert json.dumps(messages) == before  # the transcript itself is never marked
+    ttls = _count_markers(params)
+    assert len(ttls) == max(theirs, min(MAX_BREAKPOINTS, theirs + 3))
+    order = {"1h": 1, "5m": 0}
+    assert all(order[a] >= order[b] for a, b in zip(ttls, ttls[1:], strict=False))
+    if theirs == 0:
+        assert params["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert params["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_top_level_breakpoint_takes_the_rolling_ones_place() -> None:
+    params = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "system": "s",
+        "tools": [{"name": "a"}],
+    }
+    place_breakpoints(params, {"cache_control": {"type": "ephemeral", "ttl": "1h"}})
+    assert params["messages"] == [{"role": "user", "content": "hi"}]
+    assert params["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert params["tools"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+async def test_request_params_reach_the_wire_whatever_the_sdk_knows(provider: FakeProvider) -> None:
+    provider.script(Turn(text="a"), Turn(text="b"))
+    fields = {"top_k": 5, "chat_template_kwargs": {"preserve_thinking": True}, "temperature": 0}
+    await client_for(provider, "anthropic", request_params=fields).run("hi")
+    await client_for(provider, "openai", request_params=fields).run("hi")
+    for body in provider.requests:
+        assert {k: body[k] for k in fields} == fields
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("field", "instead"),
+    [
+        ("messages", "history= or session="),
+        ("tools", "tools="),
+        ("stream", "client.stream()"),
+        ("model", "model="),
+        ("tool_choice", "tool_choice="),
+    ],
+)
+def test_fields_the_loop_owns_are_refused_naming_the_option(
+    provider: FakeProvider, style: str, field: str, instead: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"may not set '{field}'.*{instead}"):
+        client_for(provider, style, request_params={field: None})
+
+
+def test_system_is_owned_in_the_anthropic_style(provider: FakeProvider) -> None:
+    with pytest.raises(ConfigurationError, match="system_prompt="):
+        client_for(provider, "anthropic", request_params={"system": "x"})
+    client_for(provider, "openai", request_params={"system": "x"})  # a body field there
+
+
+@pytest.mark.parametrize("choice", ["required", "lookup"])
+def test_a_forced_tool_under_thinking_is_refused_up_front(
+    provider: FakeProvider, choice: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="forces a tool"):
+        client_for(
+            provider,
+            "anthropic",
+            tool_choice=choice,
+            request_params={"thinking": {"type": "adaptive"}},
+        )
+    client_for(
+        provider, "anthropic", tool_choice="auto", request_params={"thinking": {"type": "adaptive"}}
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_unknown_finish_reason_is_a_provider_error_naming_it(
+    provider: FakeProvider, stream: bool
+) -> None:
+    chunk = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "half"},
+                "finish_reason": "error",
+            }
+        ],
+    }
+    if stream:
+        chunk["object"] = "chat.completion.chunk"
+        chunk["choices"][0]["delta"] = chunk["choices"][0].pop("message")
+        body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+        provider.router = lambda _: Turn(raw=body)
+    else:
+        provider.script(Turn(raw=json.dumps(chunk)))
+    client = client_for(provider, "openai")
+    with pytest.raises(ProviderError, match="stop reason 'error'") as info:
+        if stream:
+            async for _ in client.stream("hi"):
+                pass
+        else:
+            await client.run("hi")
+    assert info.value.partial is not None and info.value.partial.status == "error"
+
+
+async def test_an_anthropic_conversation_continues_with_an_openai_client(
+    provider: FakeProvider,
+) -> None:
+    provider.script(
+        Turn(calls=[("toolu_1", "lookup", {"city": "Oslo"})]),
+        Turn(text="Oslo is sunny."),
+        Turn(text="Rome too."),
+    )
+    first = await client_for(provider, "anthropic").run("Oslo?", tools=[lookup])
+    await client_for(provider, "openai").run("And Rome?", tools=[lookup], history=first.messages)
+    sent = provider.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[1]["tool_calls"][0]["function"] == {
+        "name": "lookup",
+        "arguments": '{"city": "Oslo"}',
+    }
+    assert sent[2] == {"role": "tool", "tool_call_id": "toolu_1", "content": "Oslo: sunny"}
+    assert sent[3]["content"] == "Oslo is sunny."
