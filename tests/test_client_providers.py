@@ -4,6 +4,7 @@ reasons and conversations carried across styles (the endpoints' own rules are pl
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -111,7 +112,7 @@ def test_breakpoints_stay_within_four_and_never_increase_their_ttl(theirs: int, 
     ttls = _count_markers(params)
     assert len(ttls) == max(theirs, min(MAX_BREAKPOINTS, theirs + 3))
     order = {"1h": 1, "5m": 0}
-    assert all(order[a] >= order[b] for a, b in zip(ttls, ttls[1:], strict=False))
+    assert all(order[a] >= order[b] for a, b in itertools.pairwise(ttls))
     if theirs == 0:
         assert params["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert params["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
@@ -203,12 +204,16 @@ async def test_an_unknown_finish_reason_is_a_provider_error_naming_it(
     else:
         provider.script(Turn(raw=json.dumps(chunk)))
     client = client_for(provider, "openai")
-    with pytest.raises(ProviderError, match="stop reason 'error'") as info:
+
+    async def run() -> None:
         if stream:
             async for _ in client.stream("hi"):
                 pass
         else:
             await client.run("hi")
+
+    with pytest.raises(ProviderError, match="stop reason 'error'") as info:
+        await run()
     assert info.value.partial is not None and info.value.partial.status == "error"
 
 

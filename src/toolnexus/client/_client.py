@@ -172,8 +172,9 @@ class Client:
         ``history`` (optional) is an earlier conversation in the provider's shape, as
         ``RunResult.messages`` holds it: sent as it is to a client of the same style (every
         provider field kept), rebuilt from its text and tool calls for another style (see
-        the providers guide). ``session`` (optional) receives the run's events as they happen, so a caller that
-        cancels the run still holds a transcript in which every tool call has a result.
+        the providers guide). ``session`` (optional) receives the run's events as they
+        happen, so a caller that cancels the run still holds a transcript in which every
+        tool call has a result.
         ``deps`` reaches every tool that takes a ``ctx`` as ``ctx.deps`` (a
         [`RunContext`][toolnexus.codemode.RunContext]), for this run only; without it, the client's
         ``deps``. ``output_type`` (a pydantic model, dataclass, TypedDict or scalar type) asks for a
