@@ -5,7 +5,7 @@ The task needs 20 independent reads (100 ms each) and then 3 writes that depend 
 
 * native: one turn asks for the 20 reads (they overlap, cap 10), then one turn per write;
 * code mode: one turn sends a program that gathers the reads and chains the writes;
-* cap 1: the native script with ``max_tool_concurrency=1`` (every call one by one).
+* cap 1: the native script with ``max_parallel=1`` (every call one by one).
 
 Run: ``python bench/agent.py``
 """
@@ -95,9 +95,7 @@ async def main() -> None:
             ("code mode", await measure(provider, code_script(), code_mode="code")),
             (
                 "native, cap 1 (sequential)",
-                await measure(
-                    provider, native_script(), code_mode="native", max_tool_concurrency=1
-                ),
+                await measure(provider, native_script(), code_mode="native", max_parallel=1),
             ),
         ]
     finally:

@@ -69,7 +69,7 @@ async def test_a_mixed_batch_runs_by_the_rule(
         Turn(text="all done"),
     )
     result = await run(
-        client_for(provider, style, max_tool_concurrency=4),
+        client_for(provider, style, max_parallel=4),
         "go",
         stream=stream,
         tools=[read, write],
@@ -351,7 +351,7 @@ def test_seed_002_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
         base_url="https://openrouter.ai/api/v1",
         style="openai",
         model="openai/gpt-4o-mini",
-        max_tool_concurrency=4,
+        max_parallel=4,
     )
     assert client.model == "openai/gpt-4o-mini" and client.style_name == "openai"
 

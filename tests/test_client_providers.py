@@ -235,3 +235,13 @@ async def test_an_anthropic_conversation_continues_with_an_openai_client(
     }
     assert sent[2] == {"role": "tool", "tool_call_id": "toolu_1", "content": "Oslo: sunny"}
     assert sent[3]["content"] == "Oslo is sunny."
+
+
+def test_the_cap_is_max_parallel_and_its_former_name_still_works(provider: FakeProvider) -> None:
+    assert client_for(provider, "openai", max_parallel=3)._config.max_concurrency == 3
+    with pytest.warns(DeprecationWarning, match="use max_parallel"):
+        former = client_for(provider, "openai", max_tool_concurrency=2)
+    assert former._config.max_concurrency == 2
+    assert former.derive(model="other")._config.max_concurrency == 2  # no second warning
+    with pytest.raises(ConfigurationError, match="keep max_parallel"):
+        client_for(provider, "openai", max_parallel=1, max_tool_concurrency=2)

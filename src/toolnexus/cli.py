@@ -410,7 +410,7 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
             style=args.style,
             api_key=args.api_key,
             code_mode=args.code_mode,
-            max_tool_concurrency=args.max_parallel,
+            max_parallel=args.max_parallel,
             permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
             approval_handler=_terminal_approval(console) if guarded else None,
             request_params=_request_params(args),

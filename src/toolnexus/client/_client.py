@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 import ssl
+import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
@@ -37,7 +38,7 @@ _STYLES: tuple[str, ...] = get_args(ClientStyle)
 DEFAULT_MAX_TURNS = 10
 _OPTION_NAMES = frozenset(
     {
-        "base_url", "model", "style", "api_key", "max_tool_concurrency", "code_mode", "runtime",
+        "base_url", "model", "style", "api_key", "max_parallel", "code_mode", "runtime",
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
@@ -338,7 +339,7 @@ def create_client(
     model: str | FunctionModel,
     style: str = "openai",
     api_key: str | None = None,
-    max_tool_concurrency: int | None = None,
+    max_parallel: int | None = None,
     code_mode: str | None = None,
     runtime: CodeRuntime | None = None,
     permissions: PermissionPolicy | None = None,
@@ -359,13 +360,14 @@ def create_client(
     deps: Any = None,
     tool_tiers: bool | None = None,
     relay_handler: RelayHandler | None = None,
+    max_tool_concurrency: int | None = None,
 ) -> Client:
     """A client for one model endpoint, with the tool loop around it.
 
     Example::
 
         client = create_client(base_url="https://openrouter.ai/api/v1", style="openai",
-                               model="openai/gpt-4o-mini", max_tool_concurrency=4)
+                               model="openai/gpt-4o-mini", max_parallel=4)
         result = await client.run("What is in notes.txt?", tools=[read_file])
 
     Args:
@@ -377,7 +379,10 @@ def create_client(
         style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp) or
             ``"anthropic"`` (Messages).
         api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
-        max_tool_concurrency: The cap on overlapping safe calls (else the environment, else 10).
+        max_parallel: The cap on overlapping safe calls (else the environment variable
+            ``TOOLNEXUS_MAX_TOOL_CONCURRENCY``, else 10): the same name as in
+            [`run_batch`][toolnexus.scheduling.run_batch], ``toolnexus.temporal.run_batch``,
+            [`run_program`][toolnexus.codemode.run_program] and the MCP gateway.
         code_mode: ``"native"``, ``"code"`` or ``"both"`` (else ``TOOLNEXUS_CODE_MODE``, else
             ``"both"``).
         runtime: The Code Mode sandbox (default: the shared ``MontyRuntime``).
@@ -421,10 +426,24 @@ def create_client(
         relay_handler: ``(call) -> result`` (sync or async) answering relay tools' calls;
             without one a relay call makes the run ``"pending"`` (see
             [`Client.resume`][toolnexus.client.Client.resume]).
+        max_tool_concurrency: The former name of ``max_parallel``: still accepted, with a
+            ``DeprecationWarning``.
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
     """
+    if max_tool_concurrency is not None:
+        if max_parallel is not None:
+            raise ConfigurationError(
+                "create_client got max_parallel and its former name max_tool_concurrency; "
+                "keep max_parallel."
+            )
+        warnings.warn(
+            "create_client(max_tool_concurrency=...) is deprecated: use max_parallel=...",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        max_parallel = max_tool_concurrency
     if style not in _STYLES:
         raise ConfigurationError(
             f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
@@ -496,7 +515,7 @@ def create_client(
         style=built,
         mode=mode,
         max_turns=positive_int("create_client max_turns", max_turns),
-        max_concurrency=resolve_concurrency(max_tool_concurrency),
+        max_concurrency=resolve_concurrency(max_parallel),
         runtime=runtime,
         policy=permissions,
         approval_handler=approval_handler,
