@@ -34,6 +34,7 @@ class Turn:
     delay: float = 0.0
     endless: bool = False  # stream text chunks until the client goes away (at most 60 s)
     cut: bool = False  # stream the content, then stop: no finish reason, no [DONE]
+    lost: bool = False  # stream the content, then drop the connection mid-body (chunked)
 
 
 def _arguments(args: Any) -> str:
@@ -73,7 +74,9 @@ LLAMA_CPP = frozenset(
 * ``null_content_500``: an assistant message with ``content: null`` in the history is answered
   with a 500 and a long validation dump (it requires a string);
 * ``empty_stream_with_tools``: a streamed request with tools and automatic tool choice gets a
-  200 with an empty body: no chunk, no ``[DONE]``;
+  200 with an empty body: no chunk, no ``[DONE]``; the connection stays open for a moment
+  (``close_after_empty_stream`` seconds) and is then closed without reading what the client
+  sent on it, so a request reusing it fails;
 * ``tools_need_choice``: without ``tool_choice`` the model is never shown its tools;
 * ``no_usage``: no usage is reported;
 * ``single_slot``: one request at a time; a request the client gave up on keeps the slot busy.
@@ -100,6 +103,7 @@ class FakeProvider:
         self.headers: list[dict[str, str]] = []
         self.holds: list[bool] = []  # per hold: whether the event came before the 10 s limit
         self.router: Any = None  # body -> Turn: answers by content instead of in script order
+        self.close_after_empty_stream = 0.3
         self.in_flight = 0
         self.peak_in_flight = 0
         self._lock = threading.Lock()
@@ -150,10 +154,16 @@ class FakeProvider:
                     and body.get("tools")
                     and body.get("tool_choice", "auto") == "auto"
                 ):
+                    # an empty chunked body on a connection kept alive, closed a moment
+                    # later without reading what the client sent on it meanwhile
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
-                    self.send_header("connection", "close")
+                    self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                    time.sleep(provider.close_after_empty_stream)
+                    self.close_connection = True
                     return
                 if provider.router is not None:
                     turn = provider.router(body)
@@ -197,9 +207,14 @@ class FakeProvider:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
+                if turn.lost:
+                    self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 if turn.endless:
                     self._endless(anthropic)
+                    return
+                if turn.lost:
+                    self._lost(turn, anthropic, body)
                     return
                 events = _anthropic_events(turn, body) if anthropic else _openai_events(turn, body)
                 if turn.cut:  # the content, then nothing: no finish reason, no end event
@@ -214,6 +229,27 @@ class FakeProvider:
                         provider.holds.append(turn.hold_after_first_call.wait(10))
                         continue
                     self.wfile.write(event.encode())
+                    self.wfile.flush()
+                self.close_connection = True
+
+            def _lost(self, turn: Turn, anthropic: bool, body: dict[str, Any]) -> None:
+                """The text events in chunked framing, then the connection drops without the
+                last chunk: the body is incomplete (a server or network failure)."""
+                events = _anthropic_events(turn, body) if anthropic else _openai_events(turn, body)
+                texts = [
+                    e
+                    for e in events
+                    if e is not _HOLD
+                    and (
+                        '"content"' in e
+                        or "text_delta" in e
+                        or "message_start" in e
+                        or "content_block_start" in e
+                    )
+                ]
+                for event in texts:
+                    data = event.encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                     self.wfile.flush()
                 self.close_connection = True
 

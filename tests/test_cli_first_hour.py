@@ -277,3 +277,63 @@ def test_run_code_with_an_unreachable_mcp_server_lists_it_and_runs(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "MCP server 'dead' is left out" in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_chat_says_when_a_run_ends_incomplete_and_takes_max_turns_and_tool_choice(
+    toolnexus: Any,  # noqa: F811
+    llama: FakeProvider,
+) -> None:
+    llama.script(
+        Turn(calls=[("c1", "search_docs", {"query": "a"})]),
+        Turn(calls=[("c2", "search_docs", {"query": "b"})]),
+        Turn(text="fine"),
+    )
+    done = toolnexus(
+        "chat",
+        "--base-url",
+        llama.url + "/v1",
+        "--model",
+        "m",
+        "--code-mode",
+        "native",
+        "--no-builtins",
+        "--tools",
+        EXAMPLE_TOOLS,
+        "--max-turns",
+        "2",
+        "--tool-choice",
+        "required",
+        stdin="look it up\nand now?\n",
+        env={"OPENAI_API_KEY": "k"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the run ended incomplete: the turn limit (2 model turns, --max-turns)" in done.stdout
+    choices = [r["tool_choice"] for r in llama.requests]  # (an empty stream is re-asked)
+    assert choices[0] == "required" and choices[-1] == "required"
+    assert choices.count("required") == 2 and set(choices) == {"required", "auto"}
+    assert "fine" in done.stdout
+
+
+def test_chat_refuses_a_tool_choice_the_run_does_not_offer(
+    toolnexus: Any,  # noqa: F811
+    llama: FakeProvider,
+) -> None:
+    done = toolnexus(
+        "chat",
+        "--base-url",
+        llama.url + "/v1",
+        "--model",
+        "m",
+        "--no-builtins",
+        "--tools",
+        EXAMPLE_TOOLS,
+        "--code-mode",
+        "native",
+        "--tool-choice",
+        "forecast",
+        stdin="hi\n",
+        env={"OPENAI_API_KEY": "k"},
+    )
+    assert done.returncode == 1
+    assert "tool_choice='forecast' cannot be honoured" in done.stderr
+    assert "Traceback" not in done.stderr and not llama.requests

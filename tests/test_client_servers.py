@@ -260,3 +260,45 @@ async def _longest_pause_during(client: Any) -> float:
     finally:
         gc.enable()
     return max(gaps)
+
+
+async def test_the_re_ask_after_an_empty_stream_needs_no_retry(llama: FakeProvider) -> None:
+    """llama-cpp-python closes the connection its empty stream came on a moment later; the
+    re-ask reused that pooled connection and failed unless a retry was left."""
+    llama.script(Turn(calls=[("c1", "lookup", {"city": "Oslo"})]), Turn(text="sunny"))
+    client = create_client(
+        base_url=llama.url + "/v1", model="m", api_key="none", retries=0, max_turns=2
+    )
+    result = await run(client, "weather?", tools=[lookup], stream=True)
+    assert result.status == "done" and result.text == "sunny"
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_a_connection_lost_mid_answer_says_the_answer_was_cut_off(
+    provider: FakeProvider, style: str
+) -> None:
+    provider.script(Turn(text="The weather in Oslo is", lost=True))
+    client = client_for(provider, style)
+    with pytest.raises(ProviderError, match=r"mid-stream.*'The weather in Oslo is'.*cut off"):
+        await run(client, "weather?", stream=True)
+
+
+async def test_a_500_after_a_forced_choice_names_the_choice(provider: FakeProvider) -> None:
+    provider.script(Turn(status=500))
+    client = client_for(provider, "openai", tool_choice="required")
+    with pytest.raises(ProviderError, match=r"HTTP 500.*forced a tool choice.*'required'"):
+        await client.run("weather?", tools=[lookup])
+
+
+@pytest.mark.parametrize(("stream", "params"), [(False, {}), (True, {"max_tokens": 50})])
+async def test_the_turn_timeout_says_what_was_stopped(
+    provider: FakeProvider, stream: bool, params: dict[str, Any]
+) -> None:
+    provider.script(Turn(text="slow", delay=2))
+    client = client_for(provider, "openai", turn_timeout=0.3, request_params=params)
+    with pytest.raises(ProviderError, match="turn_timeout") as info:
+        await run(client, "hi", stream=stream)
+    message = info.value.message
+    assert "cut off" not in message
+    assert ("may still be generating" in message) is not stream
+    assert ("set max_tokens" in message) is (not params)

@@ -110,6 +110,9 @@ async def test_the_tries_are_bounded() -> None:
     assert result.status == "incomplete" and result.output is None
     assert "final_result" in (result.stopped_by or "")
     assert len(model.requests) == 2
+    # the transcript holds only what was sent: no request for the output after the last turn
+    assert result.messages[-1] == {"role": "assistant", "content": "still no"}
+    assert [m["role"] for m in result.session.messages()][-2:] == ["user", "assistant"]
 
 
 async def test_other_calls_of_the_same_response_still_run(probe: Any) -> None:

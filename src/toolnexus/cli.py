@@ -414,6 +414,8 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
             permissions=PermissionPolicy(approval_required=ASK_BEFORE if guarded else ()),
             approval_handler=_terminal_approval(console) if guarded else None,
             request_params=_request_params(args),
+            max_turns=args.max_turns,
+            tool_choice=args.tool_choice,
             **({"timeout": args.timeout} if args.timeout is not None else {}),
             **({"turn_timeout": args.turn_timeout} if args.turn_timeout is not None else {}),
         )
@@ -453,7 +455,20 @@ async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
             elif event.type == "done":
                 history = event.result.messages
                 console.print()
+                _say_how_it_ended(event.result, console)
     return 0
+
+
+def _say_how_it_ended(result: Any, console: Console) -> None:
+    """A run that did not simply answer says so, and why (the next prompt carries on)."""
+    if result.status == "done":
+        return
+    why = result.stopped_by or (
+        f"the turn limit ({result.turns} model turns, --max-turns) was reached"
+        if result.status == "incomplete"
+        else "relay calls wait for an answer"
+    )
+    console.print(f"[yellow]the run ended {result.status}: {escape(why)}[/]")
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -576,6 +591,16 @@ def _parser() -> argparse.ArgumentParser:
         "--turn-timeout",
         type=_seconds,
         help="seconds one model turn may take in all, streaming included (default 600)",
+    )
+    chat.add_argument(
+        "--max-turns",
+        type=_at_least_one,
+        default=10,
+        help="model turns per prompt before the run stops as incomplete (default 10)",
+    )
+    chat.add_argument(
+        "--tool-choice",
+        help="auto, none, required, or a tool's name: applied to the first turn of each prompt",
     )
     chat.add_argument(
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"

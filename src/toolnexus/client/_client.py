@@ -391,7 +391,7 @@ def create_client(
         hooks: [`ToolHooks`][toolnexus.tools.ToolHooks] run around every call, sub-calls included.
         system_prompt: Sent as the system message.
         max_turns: Model round trips before the run stops as ``"incomplete"`` (default 10).
-        retries: Retries of a request that failed with 429, 502, 503, 504, 529 or a lost
+        retries: Retries of a request that failed with 408, 429, 502, 503, 504, 529 or a lost
             connection, with backoff and ``Retry-After`` (default 2). A 500 is not retried: it
             usually means the server cannot handle this request, and fails the same way again.
         timeout: Seconds to wait for the server (connecting, and between pieces of an answer;

@@ -194,12 +194,18 @@ class _Run:
         return entry
 
     def ask_for_output(self) -> None:
-        """Tell the model to answer through the output tool (counted as one of its tries)."""
-        self.messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
-        self.session.append("user_message", {"content": ASK_FOR_OUTPUT})
+        """Tell the model to answer through the output tool (counted as one of its tries).
+
+        Counted first: when the tries have run out the run stops, and the request is left out
+        of the transcript, which holds only what was sent (reused as history, it would put
+        two user turns in a row).
+        """
         self.count_retries(
             [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
         )
+        if self.stopped_by is None:
+            self.messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
+            self.session.append("user_message", {"content": ASK_FOR_OUTPUT})
 
     def fell_back(self, failed: Style, next_style: Style, error: ProviderError) -> None:
         """Log that ``failed`` could not answer and ``next_style`` is asked instead."""

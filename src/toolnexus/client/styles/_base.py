@@ -17,6 +17,7 @@ from toolnexus._json import encodable_data
 from toolnexus._tracing import model_request_span, record_response
 from toolnexus.client.styles._errors import (
     EmptyStream,
+    lost_connection,
     provider_error,
     retry_delay,
     retryable,
@@ -42,6 +43,30 @@ __all__ = [
 logger = logging.getLogger("toolnexus.client")
 
 _TLS: ssl.SSLContext | None = None
+
+_ARRIVED_SHOWN = 200
+"""How much of an answer cut off mid-stream its error quotes."""
+_LENGTH_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _forced(choice: Any) -> bool:
+    """Whether a wire ``tool_choice`` forces a call (OpenAI ``required`` or a named function,
+    Anthropic ``any`` or ``tool``)."""
+    if isinstance(choice, dict):
+        return choice.get("type") in ("function", "any", "tool")
+    return bool(choice == "required")
+
+
+def _cut_off(base_url: str, arrived: str, exc: ProviderError) -> ProviderError:
+    """A connection lost after part of the answer had arrived: the answer was cut off."""
+    shown = arrived if len(arrived) <= _ARRIVED_SHOWN else arrived[:_ARRIVED_SHOWN] + "…"
+    what = f"after this much of it had arrived: {shown!r}" if arrived else "after it had begun"
+    return ProviderError(
+        None,
+        f"the model at {base_url} stopped answering mid-stream: the connection was lost "
+        f"{what} (the answer was cut off; it was not retried, since part of it was used)",
+        exc.detail,
+    )
 
 
 async def tls_context() -> ssl.SSLContext:
@@ -311,7 +336,7 @@ class Style:
     ) -> AssistantTurn:
         """Ask the model for its next turn.
 
-        Failures that say "not now" (429, 502, 503, 504, 529, a lost connection) are retried
+        Failures that say "not now" (408, 429, 502, 503, 504, 529, a lost connection) are retried
         with backoff, as long as nothing of the response was used yet; a streamed response
         that carries nothing at all is asked again without streaming. The whole turn, retries
         included, must finish within ``turn_timeout``.
@@ -332,12 +357,15 @@ class Style:
                 async with asyncio.timeout(limit):
                     turn = await self._attempts(params, stream, on_text, on_call)
             except TimeoutError:
-                raise ProviderError(
-                    None,
-                    f"the model at {self.base_url} did not finish its turn within {limit:g} s "
-                    "(turn_timeout): a runaway generation was cut off; set max_tokens in "
-                    "request_params, or raise turn_timeout",
-                ) from None
+                raise self._late(limit, stream) from None
+            except ProviderError as exc:
+                if exc.status == 500 and _forced(params.get("tool_choice")):
+                    exc.message += (
+                        f" (the request forced a tool choice, tool_choice={tool_choice!r}: "
+                        "some servers fail on forced choices; try tool_choice='auto')"
+                    )
+                    exc.args = (exc.message,)
+                raise
             record_response(
                 span,
                 input_tokens=turn.usage.input_tokens,
@@ -356,6 +384,26 @@ class Style:
                     for call in turn.calls:
                         await on_call(call)
             return turn
+
+    def _late(self, limit: float | None, stream: bool) -> ProviderError:
+        """The error for a turn past ``turn_timeout``: what was stopped, and what to change."""
+        if stream:
+            stopped = "the stream was closed, which stops the generation on most servers"
+        else:
+            stopped = (
+                "toolnexus stopped waiting, but the server may still be generating this answer "
+                "(a request that is not streamed cannot be stopped from the client; a "
+                "single-slot server stays busy until it finishes)"
+            )
+        bounded = any(key in self.request_params for key in _LENGTH_LIMITS)
+        advice = "raise turn_timeout"
+        if not bounded:
+            advice = "set max_tokens in request_params, or " + advice
+        return ProviderError(
+            None,
+            f"the model at {self.base_url} did not finish its turn within {limit or 0:g} s "
+            f"(turn_timeout): {stopped}; {advice}",
+        )
 
     def ending(self, stop_reason: str | None) -> Ending:
         """What ``stop_reason`` means for the loop.
@@ -384,11 +432,14 @@ class Style:
         self, params: dict[str, Any], stream: bool, on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
         sdk = await self.sdk()
+        arrived: list[str] = []  # the text of a streamed response that reached the loop
         used = False  # whether anything of a streamed response reached the loop
 
         async def text(piece: str) -> None:
             nonlocal used
             used = True
+            if sum(map(len, arrived)) < _ARRIVED_SHOWN:
+                arrived.append(piece)
             await on_text(piece)
 
         async def call(tool_call: ToolCall) -> None:
@@ -397,6 +448,7 @@ class Style:
             await on_call(tool_call)
 
         attempt = 0
+        reasked = False  # the whole re-ask after an empty stream: its connection is suspect
         while True:
             try:
                 if stream:
@@ -408,9 +460,19 @@ class Style:
                             self.base_url,
                         )
                         stream = False
+                        reasked = True
                 return await self._one(self.complete(sdk, params))
             except ProviderError as exc:
                 cause = exc.__cause__
+                if reasked and cause is not None and lost_connection(cause):
+                    # Servers that answer a stream with an empty body (llama.cpp) close the
+                    # connection a few milliseconds later, and the pool hands that very
+                    # connection to the re-ask: part of the same attempt, not a retry.
+                    reasked = False
+                    logger.info("asking again on a new connection: %s", exc.message)
+                    continue
+                if used and cause is not None and lost_connection(cause):
+                    raise _cut_off(self.base_url, "".join(arrived), exc) from cause
                 if used or attempt >= self.wire.retries or cause is None:
                     raise
                 if not retryable(cause, timeouts=self.wire.retry_timeouts):
@@ -431,6 +493,12 @@ class Style:
             raise error from exc
         except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
             raise undecodable_body(self.base_url, exc) from None
+        except Exception as exc:
+            if not lost_connection(exc):
+                raise
+            # a raw event stream lets the HTTP library's error through when the body breaks
+            error = provider_error(exc, self.base_url, self.key_variables, self.wire.timeout)
+            raise error from exc
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         """The tools as this provider declares them."""

@@ -9,8 +9,8 @@ Why toolnexus retries instead of the SDKs: the SDKs retry every 5xx and every ti
 from a local server usually means *our request* broke it (a validation error): it fails the
 same way every time, and two retries only triple the wait and the log. A timeout on a
 single-slot server (llama.cpp) means the slot is still busy with the abandoned generation, so
-a retry queues behind it. Here 429, 502, 503, 504, 529 and failed connections are retried with
-backoff (honouring ``Retry-After``); 500 and timeouts are not, unless asked.
+a retry queues behind it. Here 408, 429, 502, 503, 504, 529 and failed connections are retried
+with backoff (honouring ``Retry-After``); 500 and timeouts are not, unless asked.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from toolnexus.errors import ProviderError
 __all__ = [
     "RETRYABLE_STATUSES",
     "EmptyStream",
+    "lost_connection",
     "provider_error",
     "retry_delay",
     "retryable",
@@ -49,15 +50,22 @@ def _is_timeout(exc: BaseException) -> bool:
     return type(exc).__name__ == "APITimeoutError"
 
 
-def _is_connection(exc: BaseException) -> bool:
-    return type(exc).__name__ == "APIConnectionError"
+def lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection failed or broke: the SDKs' ``APIConnectionError``,
+    or the HTTP library's own transport error, which a raw event stream lets through when the
+    connection drops mid-body."""
+    return any(
+        cls.__name__ == "APIConnectionError"
+        or (cls.__name__ == "TransportError" and cls.__module__.split(".")[0].startswith("httpx"))
+        for cls in type(exc).__mro__
+    )
 
 
 def retryable(exc: BaseException, *, timeouts: bool) -> bool:
     """Whether a failed request is worth sending again (before anything of it was used)."""
     if _is_timeout(exc):
         return timeouts
-    if _is_connection(exc):
+    if lost_connection(exc):
         return True
     return getattr(exc, "status_code", None) in RETRYABLE_STATUSES
 
