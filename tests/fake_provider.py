@@ -176,6 +176,9 @@ class FakeProvider:
                 if turn.delay:
                     time.sleep(turn.delay)
                 anthropic = self.path.endswith("/messages")
+                if self.path.endswith("/responses"):
+                    self._responses(turn, body)
+                    return
                 if turn.status is not None:
                     error = {"error": {"type": "error", "message": f"scripted {turn.status}"}}
                     if anthropic:
@@ -193,6 +196,29 @@ class FakeProvider:
                     if "no_usage" in provider.quirks:
                         reply.pop("usage", None)
                     self._send(200, _dumps_with_verbatim(reply))
+
+            def _responses(self, turn: Turn, body: dict[str, Any]) -> None:
+                """The Responses API: the turn as output items, whole or as events."""
+                if turn.status is not None:
+                    error = {"error": {"message": f"scripted {turn.status}", "type": "error"}}
+                    self._send(turn.status, json.dumps(error))
+                elif turn.raw is not None:
+                    self._send(200, turn.raw)
+                elif body.get("stream"):
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for event in _responses_events(turn, body):
+                        if event is _HOLD:
+                            assert turn.hold_after_first_call is not None
+                            provider.holds.append(turn.hold_after_first_call.wait(10))
+                            continue
+                        self.wfile.write(event.encode())
+                        self.wfile.flush()
+                    self.close_connection = True
+                else:
+                    self._send(200, json.dumps(_responses_json(turn, body)))
 
             def _send(self, status: int, text: str) -> None:
                 data = text.encode()
@@ -499,4 +525,134 @@ def _anthropic_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
         )
     )
     events.append(_sse({"type": "message_stop"}, "message_stop"))
+    return events
+
+
+def _responses_json(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if turn.text:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+            }
+        )
+    for n, (cid, name, args) in enumerate(turn.calls):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": cid,
+                "name": name,
+                "arguments": _arguments(args),
+                "status": "completed",
+            }
+        )
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": body.get("model", "m"),
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools", []),
+        "usage": {
+            "input_tokens": USAGE_IN,
+            "output_tokens": USAGE_OUT,
+            "total_tokens": USAGE_IN + USAGE_OUT,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def _responses_events(turn: Turn, body: dict[str, Any]) -> list[Any]:
+    """The events of a streamed response: each item added, its deltas, done; completed."""
+    whole = _responses_json(turn, body)
+    events = [
+        _sse(
+            {
+                "type": "response.created",
+                "sequence_number": 0,
+                "response": {**whole, "status": "in_progress", "output": []},
+            }
+        )
+    ]
+    for index, item in enumerate(whole["output"]):
+        partial = (
+            {**item, "arguments": ""}
+            if item["type"] == "function_call"
+            else {**item, "content": []}
+        )
+        events.append(
+            _sse(
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 0,
+                    "output_index": index,
+                    "item": partial,
+                }
+            )
+        )
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            for piece in (text[i : i + 5] for i in range(0, len(text), 5)):
+                events.append(
+                    _sse(
+                        {
+                            "type": "response.output_text.delta",
+                            "sequence_number": 0,
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": piece,
+                            "logprobs": [],
+                        }
+                    )
+                )
+        else:
+            arguments = item["arguments"]
+            for piece in (arguments[i : i + 7] for i in range(0, len(arguments), 7)):
+                events.append(
+                    _sse(
+                        {
+                            "type": "response.function_call_arguments.delta",
+                            "sequence_number": 0,
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "delta": piece,
+                        }
+                    )
+                )
+            events.append(
+                _sse(
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "sequence_number": 0,
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "name": item["name"],
+                        "arguments": arguments,
+                    }
+                )
+            )
+        events.append(
+            _sse(
+                {
+                    "type": "response.output_item.done",
+                    "sequence_number": 0,
+                    "output_index": index,
+                    "item": item,
+                }
+            )
+        )
+        holding = turn.hold_after_first_call is not None and _HOLD not in events
+        if item["type"] == "function_call" and holding and len(turn.calls) > 1:
+            events.append(_HOLD)  # the first call is complete: hold the rest
+    events.append(_sse({"type": "response.completed", "sequence_number": 0, "response": whole}))
     return events

@@ -17,11 +17,11 @@ from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome
 from toolnexus.tools import ToolHooks
 
-STYLES = ["openai", "anthropic"]
+STYLES = ["openai", "anthropic", "responses"]
 
 
 def client_for(provider: FakeProvider, style: str, **options: Any) -> Any:
-    base = provider.url + "/v1" if style == "openai" else provider.url
+    base = provider.url + "/v1" if style in ("openai", "responses") else provider.url
     options.setdefault("code_mode", "native")
     return create_client(base_url=base, model="test-model", style=style, api_key="k", **options)
 
@@ -48,6 +48,8 @@ def tool_results(result: RunResult, style: str) -> list[tuple[str, str]]:
             and isinstance(message["content"], list)
         ):
             out += [(b["tool_use_id"], b["content"]) for b in message["content"]]
+        if style == "responses" and message.get("type") == "function_call_output":
+            out.append((message["call_id"], message["output"]))
     return out
 
 
@@ -82,8 +84,8 @@ async def test_a_mixed_batch_runs_by_the_rule(
     assert (result.usage.input_tokens, result.usage.output_tokens) == (2 * USAGE_IN, 2 * USAGE_OUT)
     if not stream:  # all five are known at once: the first two reads overlap
         assert probe.peak == 2
-    sent = provider.requests[1]["messages"]
-    assert sent[-1]["role"] in ("tool", "user")  # results went back to the model
+    sent = provider.requests[1].get("messages") or provider.requests[1]["input"]
+    assert sent[-1].get("role", sent[-1].get("type")) in ("tool", "user", "function_call_output")
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -183,7 +185,7 @@ async def test_401_names_the_key_variables(provider: FakeProvider, style: str) -
     with pytest.raises(ProviderError, match="API key was refused") as info:
         await client_for(provider, style, retries=0).run("hi")
     assert info.value.status == 401
-    assert ("OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY") in str(info.value)
+    assert ("ANTHROPIC_API_KEY" if style == "anthropic" else "OPENAI_API_KEY") in str(info.value)
 
 
 @pytest.mark.parametrize("style", STYLES)

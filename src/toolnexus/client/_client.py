@@ -24,6 +24,7 @@ from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
 from toolnexus.client.styles._base import CHOICE_WORDS, WireOptions
+from toolnexus.client.styles._responses import ResponsesStyle
 from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
@@ -33,7 +34,7 @@ from toolnexus.tools import Tool, ToolHooks, Toolkit
 
 __all__ = ["Client", "ClientStyle", "create_client"]
 
-ClientStyle = Literal["openai", "anthropic"]
+ClientStyle = Literal["openai", "anthropic", "responses"]
 _STYLES: tuple[str, ...] = get_args(ClientStyle)
 DEFAULT_MAX_TURNS = 10
 _OPTION_NAMES = frozenset(
@@ -42,7 +43,7 @@ _OPTION_NAMES = frozenset(
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
-        "prompt_cache",
+        "prompt_cache", "store",
     }
 )  # fmt: skip
 
@@ -50,7 +51,10 @@ _OPTION_NAMES = frozenset(
 def _api_key(explicit: str | None, style: str) -> str:
     if explicit:
         return explicit
-    tried = ["OPENROUTER_API_KEY", "OPENAI_API_KEY" if style == "openai" else "ANTHROPIC_API_KEY"]
+    tried = [
+        "OPENROUTER_API_KEY",
+        "ANTHROPIC_API_KEY" if style == "anthropic" else "OPENAI_API_KEY",
+    ]
     for variable in tried:
         value = os.environ.get(variable)
         if value:
@@ -73,12 +77,20 @@ def _build_style(
     prompt_cache: bool,
 ) -> Style:
     """The style object, making official SDK clients pointed at ``base_url``."""
+    sdk_name = "anthropic" if style == "anthropic" else "openai"
     try:
         if style == "openai":
             from openai import AsyncOpenAI as sdk_class
             from openai import DefaultAsyncHttpxClient as http_class
 
             from toolnexus.client.styles._openai import OpenAIStyle as style_class
+        elif style == "responses":
+            from openai import AsyncOpenAI as sdk_class
+            from openai import DefaultAsyncHttpxClient as http_class
+
+            from toolnexus.client.styles._responses import (  # type: ignore[assignment]
+                ResponsesStyle as style_class,
+            )
         else:
             from anthropic import AsyncAnthropic as sdk_class  # type: ignore[assignment]
             from anthropic import DefaultAsyncHttpxClient as http_class
@@ -88,8 +100,8 @@ def _build_style(
             )
     except ImportError as exc:
         raise ConfigurationError(
-            f"the {style} style needs the official {style} SDK: pip install {style} (or "
-            f"install toolnexus from its folder with the extra: pip install -e '.[{style}]')."
+            f"the {style} style needs the official {sdk_name} SDK: pip install {sdk_name} (or "
+            f"install toolnexus from its folder with the extra: pip install -e '.[{sdk_name}]')."
         ) from exc
 
     def connect(tls: ssl.SSLContext) -> Any:
@@ -356,6 +368,7 @@ def create_client(
     fallback: Sequence[Client] = (),
     request_params: Mapping[str, Any] | None = None,
     prompt_cache: bool = True,
+    store: bool = False,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
     tool_tiers: bool | None = None,
@@ -376,8 +389,8 @@ def create_client(
         model: The model name the endpoint knows, or an in-process model from
             [`toolnexus.testing`][toolnexus.testing] (``FunctionModel``, ``ScriptedModel``): no
             HTTP, no key.
-        style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp) or
-            ``"anthropic"`` (Messages).
+        style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp),
+            ``"anthropic"`` (Messages) or ``"responses"`` (the OpenAI Responses API).
         api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
         max_parallel: The cap on overlapping safe calls (else the environment variable
             ``TOOLNEXUS_MAX_TOOL_CONCURRENCY``, else 10): the same name as in
@@ -415,6 +428,9 @@ def create_client(
             the installed SDK need not know them. Fields the loop sends itself (``model``,
             ``messages``, ``tools``, ``stream``, ``tool_choice``; ``system`` for Anthropic)
             are refused, naming the option to use instead.
+        store: In the ``"responses"`` style, let the server keep each response and send only
+            the new items after ``previous_response_id`` (default ``False``: stateless, every
+            output item, encrypted reasoning included, replayed on every request).
         prompt_cache: In the ``"anthropic"`` style, mark prompt-cache breakpoints on the tool
             list, the system prompt and the latest turn (at most 4 in all, counting a top-level
             ``cache_control`` in ``request_params``); ``False`` sends none. OpenAI-style
@@ -447,7 +463,8 @@ def create_client(
     if style not in _STYLES:
         raise ConfigurationError(
             f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
-            "for Chat Completions servers (OpenRouter, vLLM, Ollama) and 'anthropic' for Messages."
+            "for Chat Completions servers (OpenRouter, vLLM, Ollama), 'anthropic' for Messages "
+            "and 'responses' for the OpenAI Responses API."
         )
     in_process = isinstance(model, FunctionModel)
     if in_process and base_url is not None:
@@ -510,6 +527,12 @@ def create_client(
             prompt_cache=bool(prompt_cache),
         )
     built.check_request_params(built.request_params)
+    if store:
+        if not isinstance(built, ResponsesStyle):
+            raise ConfigurationError(
+                f"create_client store=True is an option of the 'responses' style, not {style!r}."
+            )
+        built.store = True
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,

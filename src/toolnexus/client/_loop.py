@@ -150,6 +150,7 @@ class _Run:
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
         self.decoded: dict[int, tuple[ToolCall, Any]] = {}  # id(call) -> (call, its arguments)
         self.ended: RunStatus | None = None  # set when the provider ended the run itself
+        self.state: dict[str, Any] = {}  # what later requests must carry (AssistantTurn.state)
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -234,7 +235,8 @@ class _Run:
         if reply.ending in ("refused", "context_window"):
             self.provider_stopped(reply)
             return
-        self.messages.append(reply.message)
+        self.state.update(reply.state)
+        self.messages.extend(reply.transcript)
         calls = [
             {"id": call.id, "name": call.name, "arguments": self.decode(call)}
             for call in reply.calls
@@ -242,9 +244,9 @@ class _Run:
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
         data: dict[str, Any] = {"content": reply.text, "tool_calls": calls}
         style = self.config.style
-        if style.keeps_state and json_problem(reply.message) is None:
+        if style.keeps_state and json_problem(reply.recorded) is None:
             # the provider's own message, as it goes back on the wire: a copy of its own
-            sent = json.loads(json.dumps(reply.message))
+            sent = json.loads(json.dumps(reply.recorded))
             data["provider"] = {"style": style.family, "message": sent}
         self.session._append_json("assistant_message", data)
 
@@ -506,6 +508,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
                         on_call=on_call,
                         on_complete=run.answered,
                         tool_choice=_tool_choice(run),
+                        state=run.state,
                     )
                 except ProviderError as exc:
                     if announced or number == len(styles) or not not_callers_fault(exc):

@@ -30,12 +30,17 @@ class ToolCall:
         parent_token: Set only on a call a running Code Mode program synthesised (see
             [`toolnexus.codemode.tag_transport`][toolnexus.codemode.tag_transport]); ``None`` for a
             call the model sent.
+        caller: Who made the call when it was not the model itself: the provider's own
+            record of a hosted program (Anthropic ``{"type": "code_execution_20260120",
+            "tool_id": ...}``, OpenAI ``{"type": "program", "caller_id": ...}``), sent back
+            with the result; ``None`` for a call the model made directly.
     """
 
     id: str
     name: str
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
     parent_token: str | None = None
+    caller: Mapping[str, Any] | None = None
 
 
 def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:

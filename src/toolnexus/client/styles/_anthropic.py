@@ -94,6 +94,7 @@ class AnthropicStyle(Style):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         tool_choice: str | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The body: ``request_params`` travel as ``extra_body``, so every field reaches the
         server whatever the installed SDK knows; a conversation's system messages become
@@ -116,6 +117,8 @@ class AnthropicStyle(Style):
             params["tools"] = tools
             if tool_choice is not None:
                 params["tool_choice"] = _choice(tool_choice)
+        if state and state.get("container"):  # a program on the provider's side waits in it
+            params["container"] = state["container"]
         if self.prompt_cache:
             place_breakpoints(params, self.request_params)
         return params
@@ -128,6 +131,7 @@ class AnthropicStyle(Style):
             raise undecodable_body(self.base_url, exc) from None
         turn = _turn(content, _usage(message.usage), message.stop_reason)
         turn.stop_details = _details(getattr(message, "stop_details", None))
+        turn.state = _container(message)
         return turn
 
     async def stream(
@@ -146,12 +150,14 @@ class AnthropicStyle(Style):
         usage = Usage()
         stop_reason: str | None = None
         details: dict[str, Any] | None = None
+        state: dict[str, Any] = {}
         events = await sdk.messages.create(**params, stream=True)
         received = 0
         async for event in events:
             received += 1
             if event.type == "message_start":
                 usage = _usage(event.message.usage)
+                state = _container(event.message) or state
             elif event.type == "content_block_start":
                 blocks[event.index] = _as_sent(event.content_block)
             elif event.type == "content_block_delta":
@@ -163,6 +169,7 @@ class AnthropicStyle(Style):
                 if block.get("type") == "tool_use":  # its arguments are complete: start it now
                     await on_call(ToolCall(block["id"], block["name"], _arguments(block)))
             elif event.type == "message_delta":
+                state = _container(event.delta) or state
                 stop_reason = event.delta.stop_reason or stop_reason
                 details = _details(getattr(event.delta, "stop_details", None)) or details
                 _update_usage(usage, event.usage)
@@ -176,6 +183,7 @@ class AnthropicStyle(Style):
             )
         turn = _turn([blocks[i] for i in sorted(blocks)], usage, stop_reason)
         turn.stop_details = details
+        turn.state = state
         turn.streamed = True
         return turn
 
@@ -204,6 +212,7 @@ def _as_sent(model: Any) -> dict[str, Any]:
     raw_input = getattr(model, "type", None) == "tool_use"
     data: dict[str, Any] = model.model_dump(
         mode="json",
+        by_alias=True,
         exclude_unset=True,
         warnings=False,
         exclude={"input"} if raw_input else None,
@@ -227,6 +236,14 @@ async def _apply_delta(block: dict[str, Any], delta: Any, on_text: OnText) -> No
         piece = _as_sent(delta)
         piece.pop("type", None)
         merge_delta(block, piece)
+
+
+def _container(message: Any) -> dict[str, Any]:
+    """The container a response ran server tools in: later requests must name it while a
+    program in it waits for tool results (else "container_id is required …")."""
+    container = getattr(message, "container", None)
+    container_id = getattr(container, "id", None)
+    return {"container": container_id} if isinstance(container_id, str) else {}
 
 
 def _usage(reported: Any) -> Usage:

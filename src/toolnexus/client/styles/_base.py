@@ -172,6 +172,22 @@ class AssistantTurn:
     stop_details: dict[str, Any] | None = None
     """What the provider said about a refusal (Anthropic ``stop_details``: category,
     explanation), when it said anything."""
+    items: list[dict[str, Any]] | None = None
+    """The turn as several transcript entries, where the provider's transcript is a list of
+    items (the Responses API's output items, as sent): recorded instead of ``message``."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """What the run's later requests must carry (Anthropic's ``container`` id, the
+    Responses API's ``previous_response_id``): merged into the run's provider state."""
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        """What the turn adds to the transcript: its items, else its one message."""
+        return self.items if self.items is not None else [self.message]
+
+    @property
+    def recorded(self) -> dict[str, Any]:
+        """The turn as the session log keeps it beside the neutral transcript."""
+        return {"items": self.items} if self.items is not None else self.message
 
 
 ToolChoice = str
@@ -333,6 +349,7 @@ class Style:
         on_call: OnCall,
         on_complete: Callable[[AssistantTurn], None] | None = None,
         tool_choice: ToolChoice | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> AssistantTurn:
         """Ask the model for its next turn.
 
@@ -349,7 +366,7 @@ class Style:
         Raises:
             ProviderError: one line saying what went wrong (the server's body in ``detail``).
         """
-        params = encodable_data(self.request(messages, tools, tool_choice))
+        params = encodable_data(self.request(messages, tools, tool_choice, state or {}))
         server = urlsplit(self.base_url).hostname or self.base_url
         limit = self.wire.turn_timeout
         with model_request_span(self.name, self.model, server) as span:
@@ -534,9 +551,11 @@ class Style:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         tool_choice: ToolChoice | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The request body (besides streaming flags); ``tool_choice`` is sent when tools are
-        offered and ``request_params`` does not set one itself."""
+        offered; ``state``: what earlier turns of the run said later requests must carry
+        (`AssistantTurn.state`)."""
         raise NotImplementedError
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:

@@ -114,6 +114,7 @@ class OpenAIStyle(Style):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         tool_choice: str | None = None,
+        state: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.request_params:  # as body fields: any field reaches the server
@@ -135,7 +136,9 @@ class OpenAIStyle(Style):
             )
         choice = response.choices[0]
         try:
-            message = choice.message.model_dump(mode="json", exclude_unset=True, warnings=False)
+            message = choice.message.model_dump(
+                mode="json", by_alias=True, exclude_unset=True, warnings=False
+            )
         except (ValueError, RecursionError) as exc:  # a field nested past what can be read
             raise undecodable_body(self.base_url, exc) from None
         return _sent_turn(message, _usage(response.usage), choice.finish_reason)
@@ -175,7 +178,9 @@ class OpenAIStyle(Style):
             for choice in chunk.choices or []:
                 delta = choice.delta
                 if delta is not None:
-                    piece = delta.model_dump(mode="json", exclude_unset=True, warnings=False)
+                    piece = delta.model_dump(
+                        mode="json", by_alias=True, exclude_unset=True, warnings=False
+                    )
                     for position, call_piece in enumerate(piece.get("tool_calls") or []):
                         # some compatible servers leave out the index: fall back to the position
                         if not isinstance(call_piece.get("index"), int):
