@@ -245,3 +245,36 @@ def test_the_cap_is_max_parallel_and_its_former_name_still_works(provider: FakeP
     assert former.derive(model="other")._config.max_concurrency == 2  # no second warning
     with pytest.raises(ConfigurationError, match="keep max_parallel"):
         client_for(provider, "openai", max_parallel=1, max_tool_concurrency=2)
+
+
+async def test_a_responses_conversation_continues_in_another_style_and_back(
+    provider: FakeProvider,
+) -> None:
+    provider.script(
+        Turn(text="checking", calls=[("call_1", "lookup", {"city": "Oslo"})]),
+        Turn(text="Oslo is sunny."),
+        Turn(text="Rome too."),
+        Turn(text="Paris as well."),
+    )
+    first = await client_for(provider, "responses").run("Oslo?", tools=[lookup])
+    second = await client_for(provider, "anthropic").run(
+        "And Rome?", tools=[lookup], history=first.messages
+    )
+    sent = provider.requests[2]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert sent[1]["content"] == [
+        {"type": "text", "text": "checking"},
+        {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"city": "Oslo"}},
+    ]
+    assert sent[2]["content"][0]["tool_use_id"] == "call_1"
+    await client_for(provider, "responses").run("Paris?", tools=[lookup], history=second.messages)
+    items = provider.requests[3]["input"]
+    assert [i.get("type", i.get("role")) for i in items] == [
+        "user", "assistant", "function_call", "function_call_output", "assistant", "user",
+        "assistant", "user",
+    ]  # fmt: skip
+    assert items[3] == {
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": "Oslo: sunny",
+    }

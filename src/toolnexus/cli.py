@@ -560,8 +560,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--style",
         default="openai",
-        choices=["openai", "anthropic"],
-        help="the wire format: Chat Completions (openai) or Messages (anthropic)",
+        choices=["openai", "anthropic", "responses"],
+        help="the wire format: Chat Completions (openai), Messages (anthropic) or the Responses "
+        "API (responses)",
     )
     chat.add_argument(
         "--code-mode",

@@ -19,6 +19,9 @@ from toolnexus.scheduling._batch import parse_arguments
 
 __all__ = ["carried", "shape_of"]
 
+_RESPONSES_ITEMS = frozenset(
+    {"function_call", "function_call_output", "reasoning", "program", "program_output"}
+)
 _ANTHROPIC_BLOCKS = frozenset(
     {"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"}
 )
@@ -28,6 +31,8 @@ def shape_of(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The style family whose shape ``messages`` have, or ``None`` when they hold nothing
     but plain text (which every style takes as it is)."""
     for message in messages:
+        if message.get("type") in _RESPONSES_ITEMS:
+            return "responses"
         if message.get("role") == "tool" or "tool_calls" in message:
             return "openai"
         content = message.get("content")
@@ -45,11 +50,60 @@ def carried(style: Style, history: list[dict[str, Any]]) -> list[dict[str, Any]]
     shape = shape_of(history)
     if shape is None or shape == style.family:
         return history
-    reader = _from_openai if shape == "openai" else _from_anthropic
     neutral: list[dict[str, Any]] = []
-    for message in history:
-        neutral.extend(reader(message))
+    if shape == "responses":
+        neutral = _from_responses(history)
+    else:
+        reader = _from_openai if shape == "openai" else _from_anthropic
+        for message in history:
+            neutral.extend(reader(message))
     return style.history(neutral)
+
+
+def _from_responses(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Responses API items as neutral messages: the output items of one turn (messages,
+    function calls, reasoning) become one assistant message."""
+    out: list[dict[str, Any]] = []
+    turn: dict[str, Any] | None = None
+    for item in items:
+        kind = item.get("type")
+        role = item.get("role")
+        if kind == "function_call_output":
+            turn = None
+            output = _text(item.get("output"))
+            failed = output.startswith(FAILURE_MARK)
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": output[len(FAILURE_MARK) :] if failed else output,
+                    "is_error": failed,
+                }
+            )
+            continue
+        if role in ("user", "system", "developer") and kind in (None, "message"):
+            turn = None
+            out.append(
+                {
+                    "role": "system" if role == "developer" else role,
+                    "content": _text(item.get("content")),
+                }
+            )
+            continue
+        if turn is None:
+            turn = {"role": "assistant", "content": "", "tool_calls": []}
+            out.append(turn)
+        if kind == "function_call":
+            turn["tool_calls"].append(
+                {
+                    "id": item.get("call_id", ""),
+                    "name": item.get("name", ""),
+                    "arguments": parse_arguments(item.get("arguments") or ""),
+                }
+            )
+        elif role == "assistant":
+            turn["content"] += _text(item.get("content"))
+    return out
 
 
 def _from_openai(message: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -116,6 +170,7 @@ def _text(content: Any) -> str:
         return "".join(
             str(part.get("text", ""))
             for part in content
-            if isinstance(part, Mapping) and part.get("type") in ("text", None)
+            if isinstance(part, Mapping)
+            and part.get("type") in ("text", "output_text", "input_text", None)
         )
     return ""
