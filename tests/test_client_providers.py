@@ -278,3 +278,100 @@ async def test_a_responses_conversation_continues_in_another_style_and_back(
         "call_id": "call_1",
         "output": "Oslo: sunny",
     }
+
+
+def _hosted_step(calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+    """An Anthropic response pausing a hosted program on ``calls`` (raw JSON)."""
+    caller = {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}
+    content: list[dict[str, Any]] = [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "code_execution",
+            "input": {"code": "..."},
+        }
+    ]
+    content += [
+        {"type": "tool_use", "id": cid, "name": name, "input": args, "caller": caller}
+        for cid, name, args in calls
+    ]
+    return json.dumps(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "container": {"id": "container_1", "expires_at": "2026-12-01T12:00:00Z"},
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+
+
+async def test_a_hosted_programs_calls_run_in_the_lane_and_reply_as_the_provider_requires(
+    provider: FakeProvider,
+) -> None:
+    @tool(hints=ToolHints(read_only=True), callers=("direct", "hosted"))
+    def hosted_lookup(city: str) -> str:
+        """Look up the weather."""
+        return f"{city}: sunny"
+
+    provider.script(
+        Turn(
+            raw=_hosted_step(
+                [
+                    ("toolu_a", "hosted_lookup", {"city": "Oslo"}),
+                    ("toolu_b", "hosted_lookup", {"city": "Rome"}),
+                ]
+            )
+        ),
+        Turn(text="both sunny"),
+    )
+    client = client_for(provider, "anthropic", hosted_code=True)
+    result = await client.run("weather?", tools=[hosted_lookup])
+    assert result.status == "done" and result.text == "both sunny"
+    first, second = provider.requests
+    assert first["tools"][0] == {"type": "code_execution_20260120", "name": "code_execution"}
+    assert first["tools"][1]["allowed_callers"] == ["direct", "code_execution_20260120"]
+    assert second["container"] == "container_1"
+    assert second["messages"][1]["content"][0]["type"] == "server_tool_use"  # replayed
+    assert second["messages"][1]["content"][1]["caller"]["tool_id"] == "srvtoolu_1"
+    results = second["messages"][2]["content"]
+    assert [(b["type"], b["tool_use_id"], b["content"]) for b in results] == [
+        ("tool_result", "toolu_a", "Oslo: sunny"),
+        ("tool_result", "toolu_b", "Rome: sunny"),
+    ]
+    logged = next(e.data for e in result.session.events if e.type == "assistant_message")
+    assert [c["caller"]["tool_id"] for c in logged["tool_calls"]] == ["srvtoolu_1"] * 2
+
+
+async def test_a_hosted_call_past_the_deadline_fails_as_data(provider: FakeProvider) -> None:
+    import asyncio
+
+    @tool(hints=ToolHints(read_only=True), callers=("hosted",))
+    async def slow(city: str) -> str:
+        """Slow."""
+        await asyncio.sleep(30)
+        return city
+
+    provider.script(
+        Turn(raw=_hosted_step([("toolu_a", "slow", {"city": "Oslo"})])), Turn(text="ok")
+    )
+    client = client_for(provider, "anthropic", hosted_code=True, hosted_call_timeout=0.2)
+    result = await client.run("go", tools=[slow])
+    assert result.tool_calls[0].is_error
+    assert "hosted_call_timeout" in result.tool_calls[0].output
+    assert provider.requests[0]["tools"][1]["allowed_callers"] == ["code_execution_20260120"]
+
+
+def test_hosting_is_refused_where_it_cannot_work(provider: FakeProvider) -> None:
+    with pytest.raises(ConfigurationError, match="hosted_code=True needs a provider"):
+        client_for(provider, "openai", hosted_code=True)
+    with pytest.raises(ConfigurationError, match="callers must be"):
+
+        @tool(callers=("model",))
+        def odd(city: str) -> str:
+            """Odd."""
+            return city

@@ -28,6 +28,7 @@ __all__ = [
     "code_run_span",
     "end_tool_span",
     "model_request_span",
+    "note_caller",
     "record_code_run",
     "record_response",
     "tool_span",
@@ -53,6 +54,13 @@ def tool_span(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Span:
     if span.get_span_context().is_valid:  # the no-op tracer's span needs no context
         otel_context.attach(trace.set_span_in_context(span))
     return span
+
+
+def note_caller(caller: str) -> None:
+    """Record on the current tool call's span that a provider-hosted program made the call."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute("toolnexus.call.caller", caller)
 
 
 def end_tool_span(span: Span, error: Mapping[str, str] | None) -> None:

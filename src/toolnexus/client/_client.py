@@ -43,7 +43,7 @@ _OPTION_NAMES = frozenset(
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
-        "prompt_cache", "store",
+        "prompt_cache", "store", "hosted_code", "hosted_call_timeout",
     }
 )  # fmt: skip
 
@@ -369,6 +369,8 @@ def create_client(
     request_params: Mapping[str, Any] | None = None,
     prompt_cache: bool = True,
     store: bool = False,
+    hosted_code: bool = False,
+    hosted_call_timeout: float | None = 240.0,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
     tool_tiers: bool | None = None,
@@ -431,6 +433,15 @@ def create_client(
         store: In the ``"responses"`` style, let the server keep each response and send only
             the new items after ``previous_response_id`` (default ``False``: stateless, every
             output item, encrypted reasoning included, replayed on every request).
+        hosted_code: Let the provider run the model's programs in its own sandbox, calling the
+            tools whose ``callers`` include ``"hosted"`` (Anthropic's code execution tool,
+            ``code_execution_20260120``; the Responses API's ``programmatic_tool_calling``). The
+            calls a paused program makes run through the same lane as native calls. Not in the
+            ``"openai"`` style (Chat Completions has no hosted programs).
+        hosted_call_timeout: Seconds the calls of a hosted program's step may take in all
+            (default 240, below the about 270 s Anthropic waits for a paused program); a call
+            still running then is answered as failed, so the program gets an error instead of
+            being killed. ``None``: no limit.
         prompt_cache: In the ``"anthropic"`` style, mark prompt-cache breakpoints on the tool
             list, the system prompt and the latest turn (at most 4 in all, counting a top-level
             ``cache_control`` in ``request_params``); ``False`` sends none. OpenAI-style
@@ -533,6 +544,19 @@ def create_client(
                 f"create_client store=True is an option of the 'responses' style, not {style!r}."
             )
         built.store = True
+    if hosted_code:
+        if style == "openai" or isinstance(model, FunctionModel):
+            raise ConfigurationError(
+                "create_client hosted_code=True needs a provider that hosts programs: "
+                "style='anthropic' (code execution) or style='responses' (programmatic tool "
+                "calling); Chat Completions has none."
+            )
+        built.hosted_code = True
+    if hosted_call_timeout is not None and not positive_number(hosted_call_timeout):
+        raise ConfigurationError(
+            "create_client hosted_call_timeout must be a positive number of seconds or None, "
+            f"got {hosted_call_timeout!r}."
+        )
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,
@@ -549,6 +573,7 @@ def create_client(
         tool_choice=tool_choice,
         tool_choice_every_turn=bool(tool_choice_every_turn),
         fallback=tuple(other._config.style for other in fallback),
+        hosted_call_timeout=hosted_call_timeout,
     )
     return Client(
         cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options

@@ -54,6 +54,7 @@ from toolnexus.scheduling._outcome import (
 )
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
+from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
 __all__ = ["LoopConfig", "Meter", "agent_loop"]
@@ -107,6 +108,7 @@ class LoopConfig:
     fallback: tuple[Style, ...] = ()
     tool_choice: str | None = None
     tool_choice_every_turn: bool = False
+    hosted_call_timeout: float | None = 240.0
 
 
 class _Run:
@@ -134,6 +136,8 @@ class _Run:
         if output is not None:  # offered directly, whatever the mode: the run's way to end
             offered = [*[t for t in offered if t.name != OUTPUT_TOOL], output.tool]
         _check_tool_choice(config.tool_choice, offered)
+        if config.style.hosted_code:
+            _check_hosted(offered)
         self.kit = Toolkit(offered)
         self.definitions = config.style.tool_definitions(offered)
         self.ctx = RunContext(
@@ -239,6 +243,7 @@ class _Run:
         self.messages.extend(reply.transcript)
         calls = [
             {"id": call.id, "name": call.name, "arguments": self.decode(call)}
+            | ({"caller": dict(call.caller)} if call.caller is not None else {})
             for call in reply.calls
         ]
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
@@ -316,6 +321,22 @@ def _check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
         "permission policy, the Code Mode mode and tool tiers); name one of them, or use "
         "'auto', 'none' or 'required'."
     )
+
+
+def _check_hosted(offered: Sequence[Tool]) -> None:
+    """Refuse a relay tool offered to a provider-hosted program, before any request: the
+    program would wait, paused on the provider's side, for an answer only the host gives.
+
+    Raises:
+        ConfigurationError: naming the tool and the fix.
+    """
+    for offered_tool in offered:
+        if "hosted" in offered_tool.callers and is_relay(offered_tool):
+            raise ConfigurationError(
+                f"tool {offered_tool.name!r} is a relay tool and cannot be called by a "
+                "provider-hosted program (the program would wait for the host's answer until "
+                "the provider gives up); give it callers=('direct',)."
+            )
 
 
 def _offered_tools(config: LoopConfig, tools: Sequence[Tool]) -> list[Tool]:
@@ -532,7 +553,9 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
             yield reply
             return
         first_record = len(run.records)
-        async for call, outcome in batch.outcomes():
+        hosted = any(call.caller is not None for call in reply.calls)
+        deadline = config.hosted_call_timeout if hosted else None
+        async for call, outcome in batch.outcomes(deadline):
             answered.append(outcome)
             if outcome is not PENDING:
                 yield ToolResultEvent(run.record(call, outcome))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
@@ -15,10 +15,30 @@ from toolnexus.tools import Toolkit
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._relay import is_relay
 
-__all__ = ["PENDING", "RelayHandler", "TurnCalls"]
+__all__ = ["HOSTED_LATE", "PENDING", "RelayHandler", "TurnCalls", "caller_id"]
 
 
 PENDING = Outcome.failure("relay", "waiting for the host's answer")
+
+HOSTED_LATE = (
+    "the call did not finish within {seconds:g} s (hosted_call_timeout): the provider's "
+    "program waiting for it would give up first, so it was answered as failed; raise "
+    "hosted_call_timeout or make the tool faster"
+)
+
+
+def caller_id(caller: Mapping[str, Any] | None) -> str | None:
+    """The id of the hosted program that made a call (``None``: the model made it)."""
+    if caller is None:
+        return None
+    found = caller.get("tool_id") or caller.get("caller_id") or caller.get("type")
+    return str(found) if found is not None else None
+
+
+def _late(call: ToolCall, deadline: float | None) -> Outcome:
+    return Outcome.failure(call.name, HOSTED_LATE.format(seconds=deadline or 0))
+
+
 """The stand-in outcome of a relay call that no handler answered: the run becomes pending."""
 
 RelayHandler = Callable[[ToolCall], Any]
@@ -81,7 +101,7 @@ class TurnCalls:
             else:
                 self._answers.append(asyncio.ensure_future(self._relay(call, args)))
             return
-        ctx = dataclasses.replace(self._ctx, call_id=call.id)
+        ctx = dataclasses.replace(self._ctx, call_id=call.id, caller=caller_id(call.caller))
         self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))
 
     async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:
@@ -92,15 +112,26 @@ class TurnCalls:
         except Exception as exc:
             return outcome_from_exception(call.name, exc)
 
-    async def outcomes(self) -> AsyncIterator[tuple[ToolCall, Outcome]]:
-        """Each call with its outcome, in emitted order."""
+    async def outcomes(
+        self, deadline: float | None = None
+    ) -> AsyncIterator[tuple[ToolCall, Outcome]]:
+        """Each call with its outcome, in emitted order.
+
+        ``deadline``: seconds from now by which every call must be answered; a call still
+        running then is answered with a failure saying so (it goes on until the lane stops).
+        """
+        loop = asyncio.get_running_loop()
+        end = None if deadline is None else loop.time() + deadline
         for call, answer in zip(self.calls, self._answers, strict=True):
             if isinstance(answer, Outcome):
                 yield call, answer
             elif isinstance(answer, asyncio.Task):
                 yield call, await answer
-            else:
+            elif end is None:
                 yield call, await self._lane.wait(answer)
+            else:
+                outcome = await self._lane.wait(answer, timeout=end - loop.time())
+                yield call, outcome if answer.done else _late(call, deadline)
 
     async def finished(self) -> list[Outcome | None]:
         """Each call's outcome if it is already known, else ``None``, without waiting: what a

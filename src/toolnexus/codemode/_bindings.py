@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from toolnexus._tracing import note_caller
 from toolnexus.codemode._policy import PermissionPolicy
 from toolnexus.scheduling import Outcome
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
@@ -68,6 +69,9 @@ class RunContext(Generic[Deps]):
         parent_token: Set on the context of a program's sub-calls (see ``tag_transport``).
         session: The session log of the conversation; ``run_code`` sends its audit events here.
         call_id: The id of the model's tool call being executed, when known.
+        caller: The id of the provider-hosted program that made the call (Anthropic's code
+            execution ``tool_id``, OpenAI's program ``caller_id``); ``None`` for a call the
+            model made directly.
     """
 
     deps: Deps = None  # type: ignore[assignment]  # None when the caller gave none
@@ -77,6 +81,7 @@ class RunContext(Generic[Deps]):
     parent_token: str | None = None
     session: Session | None = None
     call_id: str | None = None
+    caller: str | None = None
 
 
 def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
@@ -117,6 +122,8 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     [`RunContext`][toolnexus.codemode.RunContext].
     """
     ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
+    if ctx.caller is not None:
+        note_caller(ctx.caller)
     refusal = await _approved(tool, args, ctx)
     if refusal is not None:
         return Outcome.failure(tool.name, refusal)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, overload
 
 import docstring_parser
@@ -190,9 +190,12 @@ def _build(
     requires_approval: bool,
     timeout: float | None,
     resources: ResourcesFunction | None,
+    callers: Sequence[str] = ("direct",),
 ) -> Tool:
-    if not callable(fn):
-        raise ConfigurationError(f"@tool must decorate a function, got {fn!r}.")
+    if not callable(fn) or (name is None and not hasattr(fn, "__name__")):
+        raise ConfigurationError(
+            f"@tool must decorate a function, got {fn!r}; pass name= for a callable object."
+        )
     tool_name = name if name is not None else fn.__name__
     try:
         model, names, takes_ctx, doc_description = _arguments_model(fn, tool_name)
@@ -217,6 +220,7 @@ def _build(
         arguments_model=model,
         timeout=timeout,
         resources=resources,
+        callers=callers,
     )
 
 
@@ -237,6 +241,7 @@ def tool(
     requires_approval: bool = False,
     timeout: float | None = None,
     resources: ResourcesFunction | None = None,
+    callers: Sequence[str] = ("direct",),
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -251,6 +256,7 @@ def tool(
     requires_approval: bool = False,
     timeout: float | None = None,
     resources: ResourcesFunction | None = None,
+    callers: Sequence[str] = ("direct",),
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a type-annotated function (sync or async) into a [`Tool`][toolnexus.tools.Tool].
 
@@ -279,6 +285,9 @@ def tool(
         resources: ``resources(args) -> Resources | None``: the resources one call reads and
             writes, so calls on different resources overlap (see
             [`Resources`][toolnexus.tools.Resources]). ``None``: the safety class decides.
+        callers: Who may call the tool: ``"direct"`` (the model, natively) and/or
+            ``"hosted"`` (a program the provider runs, with ``create_client(hosted_code=True)``);
+            see `Tool.callers`.
 
     Returns:
         The tool (or, with options, a decorator that returns it).
@@ -298,6 +307,7 @@ def tool(
             requires_approval=requires_approval,
             timeout=timeout,
             resources=resources,
+            callers=callers,
         )
 
     if fn is not None:

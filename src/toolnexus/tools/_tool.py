@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,10 @@ from toolnexus.tools._arguments import ArgumentsValidator, schema_validator
 from toolnexus.tools._resources import ResourcesFunction
 from toolnexus.tools._threads import TOOL_THREADS, run_in_context
 
-__all__ = ["ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult"]
+__all__ = ["CALLERS", "ConcurrencyPredicate", "Tool", "ToolHints", "ToolResult"]
+
+CALLERS = ("direct", "hosted")
+"""Who may call a tool: the model itself, or a program the provider hosts (`Tool.callers`)."""
 
 ConcurrencyPredicate = Callable[[dict[str, Any]], object]
 """A per-call safety predicate: only a return value that ``is True`` marks the call parallel."""
@@ -157,6 +160,12 @@ class Tool:
             them writes run one at a time, in emitted order. ``None`` (or a function returning
             ``None``): the call keeps its safety class (safe reads everything, unsafe writes
             everything). A function that raises or returns anything else: writes everything.
+        callers: Who may call the tool: ``"direct"`` (the model, as a native tool call) and/or
+            ``"hosted"`` (a program the provider runs in its own sandbox, with
+            ``create_client(hosted_code=True)``: Anthropic's code execution, OpenAI's
+            programmatic tool calling). Default ``("direct",)``. A hosted program's calls run
+            through the same lane as native calls (the cap, the barrier, approvals, hooks,
+            timeouts); relay tools cannot be hosted (a paused program cannot wait for the host).
     """
 
     name: str
@@ -172,6 +181,7 @@ class Tool:
     timeout: float | None = field(default=None, kw_only=True)
     resources: ResourcesFunction | None = field(default=None, kw_only=True)
     output_schema: dict[str, Any] | None = field(default=None, kw_only=True, repr=False)
+    callers: Sequence[str] = field(default=("direct",), kw_only=True)
     _validator: ArgumentsValidator = field(init=False, repr=False)
     _run_parsed: Callable[[BaseModel, Any], Any] | None = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
@@ -222,6 +232,19 @@ class Tool:
                 f"Tool '{self.name}': timeout must be None or a positive number of seconds, "
                 f"got {self.timeout!r}."
             )
+        callers = self.callers
+        if (
+            isinstance(callers, str)
+            or not isinstance(callers, Sequence)
+            or not callers
+            or any(c not in CALLERS for c in callers)
+        ):
+            raise ConfigurationError(
+                f"Tool '{self.name}': callers must be a non-empty tuple of {CALLERS}, got "
+                f"{callers!r}; e.g. callers=('direct', 'hosted') to let a provider-hosted "
+                "program call it too."
+            )
+        object.__setattr__(self, "callers", tuple(dict.fromkeys(callers)))
         if not isinstance(self.input_schema, Mapping):
             raise ConfigurationError(
                 f"Tool '{self.name}': input_schema must be a JSON Schema object, "

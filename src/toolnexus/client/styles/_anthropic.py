@@ -28,10 +28,14 @@ from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.tools import Tool, Toolkit
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicStyle"]
+__all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
 DEFAULT_MAX_TOKENS = 4096
 """Messages requires ``max_tokens``; override it with ``request_params={"max_tokens": ...}``."""
+
+CODE_EXECUTION = "code_execution_20260120"
+"""The code execution tool that runs provider-hosted programs calling our tools (the first
+version that supports programmatic tool calling)."""
 
 _ENDINGS: dict[str, Ending] = {
     "end_turn": "answered",
@@ -58,7 +62,18 @@ class AnthropicStyle(Style):
     }
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        return Toolkit(tools).to_anthropic()
+        """The tools as Messages declares them; with hosted code, the code execution tool
+        first and each tool's ``allowed_callers`` (``"direct"``, the code execution tool)."""
+        definitions = Toolkit(tools).to_anthropic()
+        if not self.hosted_code:
+            return definitions
+        callers = {offered.name: offered.callers for offered in tools}
+        for definition in definitions:
+            definition["allowed_callers"] = [
+                "direct" if caller == "direct" else CODE_EXECUTION
+                for caller in callers[definition["name"]]
+            ]
+        return [{"type": CODE_EXECUTION, "name": "code_execution"}, *definitions]
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         return [*history, {"role": "user", "content": prompt}]
@@ -167,7 +182,7 @@ class AnthropicStyle(Style):
             elif event.type == "content_block_stop":
                 block = blocks.get(event.index, {})
                 if block.get("type") == "tool_use":  # its arguments are complete: start it now
-                    await on_call(ToolCall(block["id"], block["name"], _arguments(block)))
+                    await on_call(_call(block))
             elif event.type == "message_delta":
                 state = _container(event.delta) or state
                 stop_reason = event.delta.stop_reason or stop_reason
@@ -288,7 +303,7 @@ def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -
                 continue
             text_parts.append(block["text"])
         elif kind == "tool_use":
-            call = ToolCall(block["id"], block["name"], _arguments(block))
+            call = _call(block)
             calls.append(call)
             tool_input = block.get("input")
             if (
@@ -301,6 +316,18 @@ def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -
         content.append(block)
     message = {"role": "assistant", "content": content or [{"type": "text", "text": ""}]}
     return AssistantTurn("".join(text_parts), calls, usage, stop_reason, message)
+
+
+def _call(block: Mapping[str, Any]) -> ToolCall:
+    """A ``tool_use`` block as a call; a hosted program's call keeps its ``caller``."""
+    caller = block.get("caller")
+    hosted = isinstance(caller, Mapping) and caller.get("type") not in (None, "direct")
+    return ToolCall(
+        block["id"],
+        block["name"],
+        _arguments(dict(block)),
+        caller=dict(caller) if hosted and isinstance(caller, Mapping) else None,
+    )
 
 
 def _rebuilt(message: Mapping[str, Any]) -> dict[str, Any]:

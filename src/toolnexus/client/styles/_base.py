@@ -254,6 +254,10 @@ class Style:
     family: str = ""
     """The message shape the style speaks (``"openai"``, ``"anthropic"``): what a transcript
     recorded by one style needs for another to carry it on verbatim."""
+    hosted_code = False
+    """Whether requests offer the provider's code execution to the tools whose
+    [`callers`][toolnexus.tools.Tool.callers] include ``"hosted"`` (``create_client(
+    hosted_code=True)``; styles whose provider hosts programs)."""
     keeps_state: bool = True
     """Whether the provider's own assistant message is worth recording beside the neutral
     transcript (it may carry state the neutral form cannot); in-process models have none."""

@@ -73,7 +73,18 @@ class ResponsesStyle(Style):
     replaying every item (set by ``create_client(store=...)``)."""
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
-        return [_function(definition) for definition in Toolkit(tools).to_openai()]
+        """Function tools; with hosted code, ``programmatic_tool_calling`` first and each
+        tool's ``allowed_callers`` (``"direct"``, ``"programmatic"``)."""
+        definitions = [_function(definition) for definition in Toolkit(tools).to_openai()]
+        if not self.hosted_code:
+            return definitions
+        callers = {offered.name: offered.callers for offered in tools}
+        for definition in definitions:
+            definition["allowed_callers"] = [
+                "direct" if caller == "direct" else "programmatic"
+                for caller in callers[definition["name"]]
+            ]
+        return [{"type": "programmatic_tool_calling"}, *definitions]
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
         return [*history, {"role": "user", "content": prompt}]
