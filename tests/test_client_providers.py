@@ -375,3 +375,84 @@ def test_hosting_is_refused_where_it_cannot_work(provider: FakeProvider) -> None
         def odd(city: str) -> str:
             """Odd."""
             return city
+
+
+async def test_a_streamed_server_tool_block_comes_back_whole(provider: FakeProvider) -> None:
+    def sse(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    start = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": []}
+    start |= {
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 0},
+    }
+    events = [
+        sse("message_start", {"message": start}),
+        sse(
+            "content_block_start",
+            {"index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        ),
+        sse(
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
+        ),
+        sse(
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "thinking_delta", "thinking": "search."}},
+        ),
+        sse(
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "signature_delta", "signature": "SIG"}},
+        ),
+        sse("content_block_stop", {"index": 0}),
+        sse(
+            "content_block_start",
+            {
+                "index": 1,
+                "content_block": {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "web_search",
+                    "input": {},
+                },
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"query": '}},
+        ),
+        sse(
+            "content_block_delta",
+            {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '"oslo"}'}},
+        ),
+        sse("content_block_stop", {"index": 1}),
+        sse("content_block_start", {"index": 2, "content_block": {"type": "text", "text": ""}}),
+        sse("content_block_delta", {"index": 2, "delta": {"type": "text_delta", "text": "Sunny."}}),
+        sse("content_block_stop", {"index": 2}),
+        sse(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
+        sse("message_stop", {}),
+    ]
+    provider.router = lambda body: (
+        Turn(raw="".join(events)) if body.get("stream") else Turn(text="x")
+    )
+    client = client_for(provider, "anthropic")
+    async for event in client.stream("weather?"):
+        if event.type == "done":
+            result = event.result
+    assert result.messages[-1]["content"] == [
+        {"type": "thinking", "thinking": "Let me search.", "signature": "SIG"},
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "oslo"},
+        },
+        {"type": "text", "text": "Sunny."},
+    ]

@@ -298,6 +298,8 @@ def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -
     text_parts: list[str] = []
     for block in blocks:
         kind = block.get("type")
+        if kind != "tool_use" and "input_text" in block:  # a server tool's streamed input
+            block = _with_input(block)
         if kind == "text":
             if not block.get("text"):
                 continue
@@ -316,6 +318,14 @@ def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -
         content.append(block)
     message = {"role": "assistant", "content": content or [{"type": "text", "text": ""}]}
     return AssistantTurn("".join(text_parts), calls, usage, stop_reason, message)
+
+
+def _with_input(block: dict[str, Any]) -> dict[str, Any]:
+    """A block whose input streamed as JSON text (``server_tool_use``, ``mcp_tool_use``) with
+    that input decoded in its place, as the whole response would have carried it."""
+    decoded = parse_arguments(str(block["input_text"]))
+    rest = {key: value for key, value in block.items() if key != "input_text"}
+    return {**rest, "input": decoded if isinstance(decoded, dict) else {}}
 
 
 def _call(block: Mapping[str, Any]) -> ToolCall:
