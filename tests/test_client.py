@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -14,7 +15,8 @@ from toolnexus import Session, ToolHints, tool
 from toolnexus.client import RunResult, create_client
 from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError, ProviderError
-from toolnexus.scheduling import Outcome
+from toolnexus.scheduling import Outcome, ToolCall
+from toolnexus.testing import ScriptedModel
 from toolnexus.tools import ToolHooks
 
 STYLES = ["openai", "anthropic", "responses"]
@@ -551,3 +553,34 @@ async def test_without_a_handler_the_run_is_pending_and_resumes(
     assert tool_results(done, style) == [("c1", "before"), ("c2", "teal"), ("c3", "after")]
     with pytest.raises(ConfigurationError, match="only a run with status 'pending'"):
         await client.resume(done, {})
+
+
+async def test_a_cancelled_run_keeps_the_result_of_a_call_that_finished_behind_a_slow_one() -> None:
+    """Results commit in emitted order, so a call that finished behind a slow one had no
+    committed outcome yet when the run was cancelled; it still gets its real result."""
+    release = asyncio.Event()
+
+    @tool(hints=ToolHints(read_only=True))
+    async def slow() -> str:
+        """Slow."""
+        await release.wait()
+        return "S"
+
+    @tool(hints=ToolHints(read_only=True))
+    async def quick() -> str:
+        """Quick."""
+        return "Q"
+
+    model = ScriptedModel([[ToolCall("s", "slow", {}), ToolCall("q", "quick", {})], "done"])
+    session = Session()
+    client = create_client(model=model, code_mode="native")
+    running = asyncio.ensure_future(client.run("go", tools=[slow, quick], session=session))
+    for _ in range(50):  # until quick has finished (slow never does)
+        await asyncio.sleep(0)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    release.set()
+    results = {e.data["tool_call_id"]: e.data for e in session.events if e.type == "tool_result"}
+    assert results["q"]["content"] == "Q" and not results["q"]["is_error"]
+    assert "cancelled" in results["s"]["content"] and results["s"]["is_error"]

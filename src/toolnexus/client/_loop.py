@@ -574,11 +574,11 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
             and run.waiting is None
             and len(answered) < len(reply.calls)
         )
-        known = await batch.finished() if cut_short else []  # before stop() abandons the rest
-        batch.cancel()
         if not responding.done():
             responding.cancel()
-        await lane.stop()
+        await lane.stop()  # what finished is delivered, in order; what still ran is abandoned
+        known = await batch.finished() if cut_short else []
+        batch.cancel()
         if cut_short and reply is not None:
             # every call the transcript holds still gets a result, the real one where the
             # call had finished

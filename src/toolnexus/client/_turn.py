@@ -11,6 +11,7 @@ from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.scheduling._scheduler import ABANDONED
 from toolnexus.tools import Toolkit
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._relay import is_relay
@@ -33,6 +34,11 @@ def caller_id(caller: Mapping[str, Any] | None) -> str | None:
         return None
     found = caller.get("tool_id") or caller.get("caller_id") or caller.get("type")
     return str(found) if found is not None else None
+
+
+def _abandoned(outcome: Outcome) -> bool:
+    """Whether a stopped lane answered the call because it had not finished."""
+    return outcome.error is not None and outcome.error["message"] == ABANDONED
 
 
 def _late(call: ToolCall, deadline: float | None) -> Outcome:
@@ -117,8 +123,9 @@ class TurnCalls:
     ) -> AsyncIterator[tuple[ToolCall, Outcome]]:
         """Each call with its outcome, in emitted order.
 
-        ``deadline``: seconds from now by which every call must be answered; a call still
-        running then is answered with a failure saying so (it goes on until the lane stops).
+        ``deadline``: seconds from now by which every call must be answered; then the lane is
+        stopped: a call that had finished still gets its outcome, and one still running is
+        cancelled and answered with a failure saying it was late.
         """
         loop = asyncio.get_running_loop()
         end = None if deadline is None else loop.time() + deadline
@@ -131,11 +138,19 @@ class TurnCalls:
                 yield call, await self._lane.wait(answer)
             else:
                 outcome = await self._lane.wait(answer, timeout=end - loop.time())
-                yield call, outcome if answer.done else _late(call, deadline)
+                if not answer.done:
+                    # past the deadline: stopping the lane delivers what already finished (in
+                    # order) and cancels what still runs, which is answered as late
+                    await self._lane.stop()
+                    outcome = await self._lane.wait(answer)
+                if _abandoned(outcome):
+                    outcome = _late(call, deadline)
+                yield call, outcome
 
     async def finished(self) -> list[Outcome | None]:
         """Each call's outcome if it is already known, else ``None``, without waiting: what a
-        turn cut short can still report truthfully."""
+        turn cut short can still report truthfully. After the lane stopped, a call that had
+        finished running is known even when an earlier one had not (``stop`` delivers it)."""
         known: list[Outcome | None] = []
         for answer in self._answers:
             if isinstance(answer, Outcome):
@@ -144,7 +159,9 @@ class TurnCalls:
                 done = answer.done() and not answer.cancelled()
                 known.append(answer.result() if done else None)
             else:
-                known.append(await self._lane.wait(answer) if answer.done else None)
+                outcome = await self._lane.wait(answer) if answer.done else None
+                abandoned = outcome is not None and _abandoned(outcome)
+                known.append(None if abandoned else outcome)
         return known
 
     def cancel(self) -> None:
