@@ -456,3 +456,41 @@ async def test_a_streamed_server_tool_block_comes_back_whole(provider: FakeProvi
         },
         {"type": "text", "text": "Sunny."},
     ]
+
+
+@pytest.mark.parametrize(
+    ("profile", "model", "said"),
+    [
+        ("gemini-openai", None, "Function call is missing a thought_signature"),
+        ("openrouter-reasoning", "google/gemini-3.5-pro", "Provider returned error: Gemini models"),
+    ],
+)
+async def test_an_error_body_in_a_gateways_wrapping_keeps_the_upstreams_words(
+    profile: str, model: str | None, said: str
+) -> None:
+    """Gemini's compatible endpoint answers errors as a JSON array, OpenRouter wraps the
+    upstream's text in ``metadata.raw``: the one-line message keeps what the server said."""
+    from frontier_endpoint import FrontierEndpoint
+    from frontier_endpoint import client_for as frontier_client
+
+    server = FrontierEndpoint(profile, model=model).start()
+    try:
+        unsigned = [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "Oslo: sunny"},
+        ]
+        with pytest.raises(ProviderError, match=said):
+            await frontier_client(server).run("and now?", tools=[lookup], history=unsigned)
+    finally:
+        server.stop()

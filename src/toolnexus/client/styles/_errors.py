@@ -89,10 +89,16 @@ def _cause(exc: BaseException) -> tuple[str, str]:
     """(one line saying what the server said, the whole of it)."""
     body = getattr(exc, "body", None)
     text: Any = None
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]  # Gemini's OpenAI-compatible endpoint answers with a JSON array
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
             text = error.get("message") or error.get("detail") or error.get("type")
+            metadata = error.get("metadata")
+            raw = metadata.get("raw") if isinstance(metadata, dict) else None
+            if isinstance(raw, str) and raw.strip():  # a gateway's wrapping of the upstream's
+                text = f"{text}: {raw}" if isinstance(text, str) else raw
         elif isinstance(error, str):
             text = error
     if not isinstance(text, str) or not text.strip():
