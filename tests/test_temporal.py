@@ -316,7 +316,7 @@ def test_random_batches_give_the_same_outcomes_as_in_process(
         queue = f"q-{uuid.uuid4()}"
         async with worker(client, task_queue=queue, tools=[look, touch]):
             durable = await run_batch(client, calls, task_queue=queue, max_parallel=cap)
-        local = await toolnexus.run_batch(calls, [look, touch], max_concurrency=cap)
+        local = await toolnexus.run_batch(calls, [look, touch], max_parallel=cap)
         return durable, local
 
     durable, local = asyncio.run(both())
