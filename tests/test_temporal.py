@@ -497,11 +497,12 @@ async def test_a_run_code_call_in_a_durable_run_is_a_durable_program(
     assert durable.tool_calls == local.tool_calls  # the same program output, as the model saw it
     assert json.loads(durable.tool_calls[0].output)["result"] == ["look 1", "look 2"]
     scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_id
+        e.activity_task_scheduled_event_attributes
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    sub_calls = [i for i in scheduled if ":code:" in i and "step" not in i]
+    calls = [a.activity_id for a in scheduled if a.activity_type.name == "toolnexus.call_tool"]
+    sub_calls = [i for i in calls if ":code:" in i]
     assert sub_calls == ["0:0:code:0:rc:code:1", "0:0:code:1:rc:code:2", "0:0:code:0:rc:code:3"]
 
 
@@ -520,7 +521,11 @@ def test_the_readme_recipe_finishes_with_a_worker_killed(temporal_address: str) 
             assert process.stdout is not None
             assert "polling" in process.stdout.readline()
         submit = subprocess.Popen(
-            [sys.executable, recipe, "submit"], stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, recipe, "submit"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         with selectors.DefaultSelector() as watching:
             for process in workers:
@@ -531,7 +536,8 @@ def test_the_readme_recipe_finishes_with_a_worker_killed(temporal_address: str) 
             busy: subprocess.Popen[str] = ready[0][0].data
             assert "reading" in busy.stdout.readline()  # type: ignore[union-attr]
         busy.kill()
-        out, _ = submit.communicate(timeout=90)
+        out, err = submit.communicate(timeout=90)
+        assert "Fatal Python error" not in err and submit.returncode == 0, err  # a clean exit
         assert "done: read and wrote 9 things" in out
         assert out.count("value of k") == 8 and "wrote summary" in out
     finally:

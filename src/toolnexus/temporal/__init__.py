@@ -9,10 +9,11 @@ Needs the ``temporal`` extra (``temporalio``).
 """
 
 from toolnexus.temporal._client import RunHandle, run_batch, run_program, start_run
-from toolnexus.temporal._wire import MAX_RESULT_BYTES, Timings
+from toolnexus.temporal._wire import MAX_RESULT_BYTES, FileStore, Timings, file_store
 from toolnexus.temporal._worker import replayer, worker
 from toolnexus.temporal._workflows import (
     BATCH_WORKFLOW,
+    CONTINUE_AFTER,
     LOST,
     PROGRAM_WORKFLOW,
     RUN_WORKFLOW,
@@ -23,15 +24,18 @@ from toolnexus.temporal._workflows import (
 
 __all__ = [
     "BATCH_WORKFLOW",
+    "CONTINUE_AFTER",
     "LOST",
     "MAX_RESULT_BYTES",
     "PROGRAM_WORKFLOW",
     "RUN_WORKFLOW",
     "BatchWorkflow",
+    "FileStore",
     "ProgramWorkflow",
     "RunHandle",
     "RunWorkflow",
     "Timings",
+    "file_store",
     "replayer",
     "run_batch",
     "run_program",
