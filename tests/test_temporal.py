@@ -55,13 +55,25 @@ FAST = Timings(heartbeat=timedelta(seconds=1))  # a lost worker is noticed withi
 class Workers:
     """Worker processes on one task queue, and the side-effect log their tools write."""
 
-    def __init__(self, address: str, log: Path, count: int, model_url: str | None) -> None:
-        self.queue = f"q-{uuid.uuid4()}"
+    def __init__(
+        self,
+        address: str,
+        log: Path,
+        count: int,
+        model_url: str | None,
+        queue: str | None = None,
+        store: Path | None = None,
+    ) -> None:
+        self.queue = queue or f"q-{uuid.uuid4()}"
         self.log = log
         command = [sys.executable, str(HERE / "temporal_worker.py"), address, self.queue, str(log)]
+        env = {**os.environ, "TOOLNEXUS_TEST_STORE": str(store) if store else ""}
         self.processes = [
             subprocess.Popen(
-                command + ([model_url] if model_url else []), stdout=subprocess.PIPE, text=True
+                command + ([model_url] if model_url else []),
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
             )
             for _ in range(count)
         ]
@@ -99,9 +111,15 @@ class Workers:
 def workers(temporal_address: str, tmp_path: Path) -> Iterator[Any]:
     started: list[Workers] = []
 
-    def start(count: int = 2, model_url: str | None = None) -> Workers:
-        log = tmp_path / f"effects-{len(started)}.jsonl"
-        pool = Workers(temporal_address, log, count, model_url)
+    def start(
+        count: int = 2,
+        model_url: str | None = None,
+        queue: str | None = None,
+        log: Path | None = None,
+        store: Path | None = None,
+    ) -> Workers:
+        log = log or tmp_path / f"effects-{len(started)}.jsonl"
+        pool = Workers(temporal_address, log, count, model_url, queue, store)
         started.append(pool)
         return pool
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -161,19 +161,21 @@ class BatchWorkflow:
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        # a later run gets only the calls not yet run; the ones before are outcomes already
         plan = Plan(request)
-        calls: list[dict[str, Any]] = request["calls"]
         done: list[dict[str, Any]] = request.get("state", {}).get("outcomes", [])
+        calls: list[dict[str, Any] | None] = [*([None] * len(done)), *request["calls"]]
         outcomes, finished = await run_calls(calls, done, plan, "", plan.boundary)
         if not finished:
-            carried = _fit(outcomes, calls, plan.store, {**request, "state": {}})
-            _continue(request, plan, outcomes=carried)
+            rest = {**request, "calls": calls[len(outcomes) :]}
+            carried = _fit(outcomes, calls, plan.store, {**rest, "state": {"run": 0}})
+            workflow.continue_as_new({**rest, "state": {"outcomes": carried, "run": plan.run + 1}})
         return {"outcomes": _fit(outcomes, calls, plan.store, {})}
 
 
 def _fit(
     outcomes: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
+    calls: list[dict[str, Any] | None],
     store: bool,
     around: dict[str, Any],
 ) -> list[dict[str, Any]]:
@@ -193,7 +195,8 @@ def _fit(
             f"in one payload with the batch's other results ({total:,} bytes in all; "
             f"Temporal's payload limit is 2 MB){NO_STORE}"
         )
-        fitted[index] = failure_to_wire(calls[index]["name"], message)
+        call = calls[index]
+        fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
         total -= size - stored_size(fitted[index], converter)
     return fitted
 
@@ -421,7 +424,7 @@ def _never() -> bool:
 
 
 async def run_calls(
-    calls: list[dict[str, Any]],
+    calls: Sequence[dict[str, Any] | None],
     done: list[dict[str, Any]],
     plan: Plan,
     prefix: str,
@@ -433,6 +436,8 @@ async def run_calls(
     Calls are classified and fed to the rule in order, a window ahead of what runs, so a batch
     of any size is classified in parts. A call answered by its classification (unknown tool,
     bad arguments) takes no place in the lane, exactly as in process.
+
+    ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished).
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -452,6 +457,7 @@ async def run_calls(
         for seq in started:
             index = position[seq]
             call, facts = calls[index], facts_of[index]
+            assert call is not None  # only calls before len(done) are None, and never run
             if "program" in facts:  # run_code: a durable program, not one activity
                 program = _program_call(call, facts["program"], plan, f"{prefix}{index}:")
                 running[seq] = asyncio.ensure_future(program)
@@ -492,7 +498,9 @@ async def run_calls(
         for seq in sorted(s for s, handle in running.items() if handle.done()):
             handle = running.pop(seq)
             index = position.pop(seq)
-            outcomes[index] = _outcome(handle, calls[index], facts_of.pop(index), timings)
+            call = calls[index]
+            assert call is not None
+            outcomes[index] = _outcome(handle, call, facts_of.pop(index), timings)
             start(rule.settle(seq)[1])
         plan.progressed = True
         if not stopping and boundary():
