@@ -449,7 +449,7 @@ async def run_calls(
     position: dict[int, int] = {}  # lane sequence number -> index in the batch
     running: dict[int, Any] = {}  # lane sequence number -> activity handle
     facts_of: dict[int, dict[str, Any]] = {}  # index -> its classification
-    window = max(4 * plan.max_parallel, 64)
+    window = 2 * plan.max_parallel  # what a boundary waits for: at most this many calls
     fed = len(done)  # the next index to feed to the rule
     stopping = False
 
