@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
