@@ -32,6 +32,7 @@ from test_temporal import (  # noqa: F401  (workers: a fixture)
     workers,
 )
 from toolnexus import ToolCall, ToolHints, tool
+from toolnexus.codemode.runtimes import MontyRuntime
 from toolnexus.session import SURFACE_TYPES
 from toolnexus.temporal import file_store, replayer, run_batch, run_program, start_run, worker
 
@@ -219,7 +220,10 @@ total
     client = await Client.connect(temporal_address, data_converter=file_store(tmp_path))
     queue = f"q-{uuid.uuid4()}"
     workflow_id = f"program-{uuid.uuid4()}"
-    async with worker(client, task_queue=queue, tools=[noop], max_concurrent_activities=20):
+    runtime = MontyRuntime(max_sub_calls=40_000, timeout=120)  # budgets apply to each step
+    async with worker(
+        client, task_queue=queue, tools=[noop], code_runtime=runtime, max_concurrent_activities=20
+    ):
         output = await run_program(client, program, task_queue=queue, workflow_id=workflow_id)
     assert output.get("result") == sum(range(30_000)), output.get("error")
     assert len(await runs_of(client, workflow_id)) >= 3

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus.client import Client
 from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
-from toolnexus.codemode.runtimes import RunReport
+from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
@@ -192,15 +192,18 @@ class ProgramActivities:
     differ from the recorded ones, and the step says so instead of guessing.
     """
 
-    def __init__(self, kit: Toolkit) -> None:
+    def __init__(self, kit: Toolkit, runtime: CodeRuntime | None = None) -> None:
         self.tools = [t for t in kit if t.name != RUN_CODE_NAME]
+        self.runtime = runtime
 
     @activity.defn(name=PROGRAM_STEP)
     async def program_step(self, request: dict[str, Any]) -> dict[str, Any]:
         """``{"done": output}`` (what ``run_program`` returns, as JSON text: Temporal would sort
         its keys), ``{"calls": [...]}`` (the new sub-calls, in the order the program made
         them) or ``{"diverged": message}``."""
-        runtime = default_runtime(request["language"])
+        runtime = self.runtime
+        if runtime is None or runtime.language != request["language"]:
+            runtime = default_runtime(request["language"])
         recorded: list[dict[str, Any]] = request["recorded"]
         made: list[dict[str, Any]] = []
         new_call = asyncio.Event()
