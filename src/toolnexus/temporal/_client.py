@@ -180,10 +180,43 @@ async def run_batch(
         temporal_client, BATCH_WORKFLOW, request, workflow_id, "toolnexus-batch", task_queue
     )
     result = await handle.result()
-    outcomes = [outcome_from_wire(data) for data in result["outcomes"]]
+    wire = await _read_parts(temporal_client, handle.id, result["outcomes"])
+    outcomes = [outcome_from_wire(data) for data in wire]
     if session is not None:
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(session, call, outcome)
+    return outcomes
+
+
+async def _read_parts(
+    temporal_client: TemporalClient, workflow_id: str, outcomes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The outcomes, with each one the workflow returned as a part (a reference to an activity
+    result in one of its runs' histories, because the whole would not fit one payload) read
+    back from that history."""
+    parts: dict[str, list[tuple[int, str]]] = {}
+    for index, data in enumerate(outcomes):
+        if "in_history" in data:
+            reference = data["in_history"]
+            parts.setdefault(reference["run_id"], []).append((index, reference["activity_id"]))
+    if not parts:
+        return outcomes
+    outcomes = list(outcomes)
+    for run_id, wanted in parts.items():
+        handle = temporal_client.get_workflow_handle(workflow_id, run_id=run_id)
+        history = await handle.fetch_history()
+        scheduled: dict[int, str] = {}
+        results: dict[str, Any] = {}
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                attributes = event.activity_task_scheduled_event_attributes
+                scheduled[event.event_id] = attributes.activity_id
+            elif event.HasField("activity_task_completed_event_attributes"):
+                completed = event.activity_task_completed_event_attributes
+                results[scheduled[completed.scheduled_event_id]] = completed.result
+        for index, activity_id in wanted:
+            payloads = results[activity_id].payloads
+            [outcomes[index]] = await temporal_client.data_converter.decode(payloads, [dict])
     return outcomes
 
 

@@ -165,12 +165,13 @@ class BatchWorkflow:
         plan = Plan(request)
         done: list[dict[str, Any]] = request.get("state", {}).get("outcomes", [])
         calls: list[dict[str, Any] | None] = [*([None] * len(done)), *request["calls"]]
-        outcomes, finished = await run_calls(calls, done, plan, "", plan.boundary)
+        recorded: dict[int, str] = {}
+        outcomes, finished = await run_calls(calls, done, plan, "", plan.boundary, recorded)
         if not finished:
             rest = {**request, "calls": calls[len(outcomes) :]}
-            carried = _fit(outcomes, calls, plan.store, {**rest, "state": {"run": 0}})
+            carried = _fit(outcomes, calls, plan.store, {**rest, "state": {"run": 0}}, recorded)
             workflow.continue_as_new({**rest, "state": {"outcomes": carried, "run": plan.run + 1}})
-        return {"outcomes": _fit(outcomes, calls, plan.store, {})}
+        return {"outcomes": _fit(outcomes, calls, plan.store, {}, recorded)}
 
 
 def _fit(
@@ -178,9 +179,16 @@ def _fit(
     calls: list[dict[str, Any] | None],
     store: bool,
     around: dict[str, Any],
+    recorded: dict[int, str],
 ) -> list[dict[str, Any]]:
-    """``outcomes``, with the largest results replaced by failures that say so until they fit
-    one payload together with ``around`` (needed only without a payload store)."""
+    """``outcomes``, fitted into one payload together with ``around`` (needed only without a
+    payload store): the largest results go back in parts instead, each as a reference to the
+    activity result this run's history holds (``{"in_history": {"run_id", "activity_id"}}``,
+    read back by the caller), or, for one no activity returned (a program's output), as a
+    failure that says so.
+
+    ``recorded``: index -> activity id, for the outcomes this run's activities returned.
+    """
     total = _too_big({**around, "outcomes": outcomes}, store)
     if total is None:
         return outcomes
@@ -190,13 +198,19 @@ def _fit(
     for size, index in sizes:
         if total <= PAYLOAD_BUDGET:
             break
-        message = (
-            f"the call ran, but its result ({size:,} bytes as Temporal stores it) does not fit "
-            f"in one payload with the batch's other results ({total:,} bytes in all; "
-            f"Temporal's payload limit is 2 MB){NO_STORE}"
-        )
-        call = calls[index]
-        fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
+        if "in_history" in outcomes[index]:  # a part already: as small as it gets
+            continue
+        if index in recorded:
+            reference = {"run_id": workflow.info().run_id, "activity_id": recorded[index]}
+            fitted[index] = {"in_history": reference}
+        else:
+            message = (
+                f"the call ran, but its result ({size:,} bytes as Temporal stores it) does not "
+                f"fit in one payload with the batch's other results ({total:,} bytes in all; "
+                f"Temporal's payload limit is 2 MB){NO_STORE}"
+            )
+            call = calls[index]
+            fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
         total -= size - stored_size(fitted[index], converter)
     return fitted
 
@@ -429,6 +443,7 @@ async def run_calls(
     plan: Plan,
     prefix: str,
     boundary: Callable[[], bool],
+    recorded: dict[int, str] | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
@@ -438,6 +453,8 @@ async def run_calls(
     bad arguments) takes no place in the lane, exactly as in process.
 
     ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished).
+    ``recorded``, when given, receives index -> activity id for each outcome that is an
+    activity's own result (so the history holds it).
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -500,7 +517,10 @@ async def run_calls(
             index = position.pop(seq)
             call = calls[index]
             assert call is not None
-            outcomes[index] = _outcome(handle, call, facts_of.pop(index), timings)
+            facts = facts_of.pop(index)
+            outcomes[index] = _outcome(handle, call, facts, timings)
+            if recorded is not None and "program" not in facts and handle.exception() is None:
+                recorded[index] = f"{prefix}{index}:{call['id']}"
             start(rule.settle(seq)[1])
         plan.progressed = True
         if not stopping and boundary():
