@@ -136,7 +136,18 @@ async def test_the_rule_holds_across_continue_as_new_boundaries(
         for c in calls
     ]
     assert [o.value for o in outcomes] == expected
-    assert len(await runs_of(client, workflow_id)) >= 3  # it did cross boundaries
+    runs = await runs_of(client, workflow_id)
+    assert len(runs) >= 3  # it did cross boundaries
+    scheduled = [
+        event.activity_task_scheduled_event_attributes
+        for run in runs
+        for event in run.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    ]
+    ids = [a.activity_id for a in scheduled if a.activity_type.name == "toolnexus.call_tool"]
+    assert ids == [f"{i}:{c.id}" for i, c in enumerate(calls)]  # unique across runs, in order
+    for run in runs:
+        await replayer().replay_workflow(run)  # each run replays on its own
     effects = pool.effects()
     assert_completed_calls_ran_once(effects)
     spans = intervals(effects, {})
