@@ -150,9 +150,17 @@ class Plan:
         return name if self.run == 0 else f"{name}@{self.run}"
 
 
-def _continue(request: dict[str, Any], plan: Plan, **state: Any) -> None:
-    """End this run and go on in a new one with ``state`` (raises, as Temporal does)."""
-    workflow.continue_as_new({**request, "state": {**state, "run": plan.run + 1}})
+def _continue(request: dict[str, Any], plan: Plan, **state: Any) -> str:
+    """End this run and go on in a new one with ``state`` (raises, as Temporal does); returns
+    only when the carried state would not fit one payload (no store): then the reason."""
+    carried = {**request, "state": {**state, "run": plan.run + 1}}
+    size = _too_big(carried, plan.store)
+    if size is None:
+        workflow.continue_as_new(carried)
+    return (
+        f"the state carried into the next run ({size:,} bytes as Temporal stores it) passes "
+        f"Temporal's 2 MB payload limit{NO_STORE}"
+    )
 
 
 @workflow.defn(name=BATCH_WORKFLOW)
@@ -239,7 +247,8 @@ class RunWorkflow:
             number = len(turns) - (1 if state.get("partial") is not None else 0)
             if state.get("partial") is None:
                 if plan.boundary():
-                    _continue(request, plan, messages=messages, turns=turns, partial=None)
+                    error = _continue(request, plan, messages=messages, turns=turns, partial=None)
+                    return _ended(plan, messages, turns, error)
                 size = _too_big(messages, plan.store)
                 if size is not None:
                     return _ended(plan, messages, turns, _transcript_too_big(size))
@@ -267,7 +276,9 @@ class RunWorkflow:
                 return _ended(plan, messages, turns, None, "done")
             outcomes, finished = await run_calls(calls, done, plan, f"{number}:", plan.boundary)
             if not finished:
-                _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
+                error = _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
+                turn["outcomes"] = outcomes
+                return _ended(plan, messages, turns, error)
             turn["outcomes"] = outcomes
             answers = {"calls": calls, "outcomes": outcomes}
             size = _too_big(answers, plan.store)
@@ -318,8 +329,8 @@ class ProgramWorkflow:
         state = request.get("state", {})
         output = await program.run(plan, state, plan.boundary)
         if output is None:
-            _continue(request, plan, **program.state())
-        assert output is not None  # continue_as_new raised otherwise
+            error = _continue(request, plan, **program.state())
+            return program.failed("limit", error)
         size = _too_big(output, plan.store)
         if size is not None:
             message = (
@@ -381,7 +392,7 @@ class Program:
                         f"the program's recorded sub-call outcomes reached {size:,} bytes as "
                         f"Temporal stores them, past its 2 MB payload limit{NO_STORE}"
                     )
-                    return self._failed("limit", message)
+                    return self.failed("limit", message)
                 timings = plan.timings
                 result = await workflow.execute_activity(
                     PROGRAM_STEP,
@@ -398,7 +409,7 @@ class Program:
                         output["calls"] = self.entries
                     return output
                 if "diverged" in result:
-                    return self._failed("nondeterministic", result["diverged"])
+                    return self.failed("nondeterministic", result["diverged"])
                 first = len(self.recorded) + 1
                 calls = [
                     {
@@ -427,9 +438,10 @@ class Program:
             self.pending = None
             self.step += 1
         message = f"the program made sub-calls in more than {MAX_PROGRAM_STEPS} rounds"
-        return self._failed("limit", message)
+        return self.failed("limit", message)
 
-    def _failed(self, kind: str, message: str) -> dict[str, Any]:
+    def failed(self, kind: str, message: str) -> dict[str, Any]:
+        """The program's output when it ends with an error of ``kind`` (its calls so far)."""
         return {"error": {"kind": kind, "message": message}, "logs": [], "calls": self.entries}
 
 
