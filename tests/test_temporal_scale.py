@@ -5,7 +5,7 @@ the session changes across the boundary.
 Against a real Temporal dev server. ``continue_after`` (events per run) is set low in most
 tests so that a few dozen calls cross several boundaries; the long batch uses the defaults.
 Durations (2 cores, shared): the 20,000-call batch 1.5-2.5 minutes (in CI); the 30,000-sub-call
-program (2.5-4 minutes) and the 50,000-call batch (about 5) run only with
+program (2.5-4 minutes) and the 50,000-call batch (5-6.5 minutes) run only with
 ``TOOLNEXUS_TEMPORAL_LONG=1``; a 600-sub-call program crossing boundaries stands in for the
 former in CI.
 """
@@ -49,7 +49,7 @@ async def noop(n: int) -> int:
 
 LONG_BATCH = pytest.mark.skipif(
     not os.environ.get("TOOLNEXUS_TEMPORAL_LONG"),
-    reason="about 5 minutes on 2 cores: set TOOLNEXUS_TEMPORAL_LONG=1",
+    reason="5-6.5 minutes on 2 shared cores: set TOOLNEXUS_TEMPORAL_LONG=1",
 )
 
 
