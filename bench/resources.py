@@ -114,7 +114,7 @@ async def one_run(
         for call, _ in calls:
             await run_batch([call], tools)
     else:
-        outcomes = await run_batch([c for c, _ in calls], tools, max_concurrency=10)
+        outcomes = await run_batch([c for c, _ in calls], tools, max_parallel=10)
         assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
     makespan = time.perf_counter() - started
     durations = [ran[index] for index in range(len(calls))]

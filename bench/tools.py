@@ -52,7 +52,7 @@ async def main() -> None:
         results = {}
         for cap in (10, 1, 10, 1):
             start = time.perf_counter()
-            outcomes = await run_batch(calls, list(tools.values()), max_concurrency=cap)
+            outcomes = await run_batch(calls, list(tools.values()), max_parallel=cap)
             elapsed = time.perf_counter() - start
             assert all(o.ok for o in outcomes)
             results.setdefault(cap, []).append(elapsed)

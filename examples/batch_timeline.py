@@ -115,7 +115,7 @@ async def main() -> None:
         ToolCall("9", "summarise", {"text": "?"}),
     ]
 
-    outcomes = await run_batch(calls, tools, max_concurrency=3)
+    outcomes = await run_batch(calls, tools, max_parallel=3)
 
     # Calls start in the order the model emitted them (that is the rule), so the n-th span
     # recorded belongs to the n-th call that named a known tool.

@@ -3,7 +3,8 @@
 Run: python tests/temporal_worker.py ADDRESS TASK_QUEUE EFFECTS_LOG [MODEL_BASE_URL]
 
 With a model base URL (an OpenAI-style endpoint), the worker also makes the model requests of
-durable agent runs.
+durable agent runs. With TOOLNEXUS_TEST_STORE set to a directory, its Temporal client keeps
+large payloads there (``toolnexus.temporal.file_store``).
 
 Its tools append what they do to EFFECTS_LOG as JSON lines ({"event": "start"|"end", "call",
 "tool", "pid", "t"}), so a test can see, across processes, what ran when and where, and which
@@ -22,7 +23,7 @@ from typing import Any
 from temporalio.client import Client
 
 from toolnexus import Resources, ToolHints, create_client, tool
-from toolnexus.temporal import worker
+from toolnexus.temporal import file_store, worker
 
 
 def effects_log(path: str) -> Any:
@@ -72,11 +73,21 @@ def tools(path: str) -> list[Any]:
         """A result of the given size."""
         return "x" * size
 
-    return [read, write, save, big]
+    @tool(hints=ToolHints(read_only=True))
+    def text(char: str, count: int) -> str:
+        """``char`` repeated ``count`` times (a result whose stored size differs from its
+        JSON text's)."""
+        return char * count
+
+    return [read, write, save, big, text]
 
 
 async def main(address: str, task_queue: str, log_path: str, base_url: str | None) -> None:
-    client = await Client.connect(address)
+    store = os.environ.get("TOOLNEXUS_TEST_STORE")
+    if store:
+        client = await Client.connect(address, data_converter=file_store(store))
+    else:
+        client = await Client.connect(address)
     model = None
     if base_url is not None:
         model = create_client(base_url=base_url, model="test-model", style="openai", api_key="k")

@@ -42,7 +42,7 @@ async def test_the_cap_bounds_overlap(probe: Probe, monkeypatch: pytest.MonkeyPa
     assert probe.peak == 10  # the default
 
     probe.peak = 0
-    await run_batch(calls, [probe.tool("read")], max_concurrency=4)
+    await run_batch(calls, [probe.tool("read")], max_parallel=4)
     assert probe.peak == 4
 
     monkeypatch.setenv("TOOLNEXUS_MAX_TOOL_CONCURRENCY", "3")
@@ -51,8 +51,19 @@ async def test_the_cap_bounds_overlap(probe: Probe, monkeypatch: pytest.MonkeyPa
     assert probe.peak == 3
 
     probe.peak = 0
-    await run_batch(calls, [probe.tool("read")], max_concurrency=0)  # falls back to the env
+    await run_batch(calls, [probe.tool("read")], max_parallel=0)  # falls back to the env
     assert probe.peak == 3
+
+
+async def test_the_old_name_of_the_cap_still_works_with_a_deprecation_warning(
+    probe: Probe,
+) -> None:
+    calls = _calls(*[("read", {"id": str(i), "steps": 2}) for i in range(12)])
+    with pytest.warns(DeprecationWarning, match="max_parallel"):
+        await run_batch(calls, [probe.tool("read")], max_concurrency=2)
+    assert probe.peak == 2
+    with pytest.raises(ConfigurationError, match="both max_parallel and max_concurrency"):
+        await run_batch(calls, [probe.tool("read")], max_parallel=2, max_concurrency=2)
 
 
 async def test_unknown_tools_and_invalid_arguments_run_nothing() -> None:

@@ -50,9 +50,10 @@ EXPECTED = {
         "serve_config",
     ],
     toolnexus.temporal: [
-        "BATCH_WORKFLOW", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW", "RUN_WORKFLOW",
-        "BatchWorkflow", "ProgramWorkflow", "RunHandle", "RunWorkflow", "Timings", "replayer",
-        "run_batch", "run_program", "start_run", "worker",
+        "BATCH_WORKFLOW", "CONTINUE_AFTER", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW",
+        "RUN_WORKFLOW", "BatchWorkflow", "FileStore", "ProgramWorkflow", "RunHandle",
+        "RunWorkflow", "Timings", "file_store", "replayer", "run_batch", "run_program",
+        "start_run", "worker",
     ],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.tools: [

@@ -55,13 +55,25 @@ FAST = Timings(heartbeat=timedelta(seconds=1))  # a lost worker is noticed withi
 class Workers:
     """Worker processes on one task queue, and the side-effect log their tools write."""
 
-    def __init__(self, address: str, log: Path, count: int, model_url: str | None) -> None:
-        self.queue = f"q-{uuid.uuid4()}"
+    def __init__(
+        self,
+        address: str,
+        log: Path,
+        count: int,
+        model_url: str | None,
+        queue: str | None = None,
+        store: Path | None = None,
+    ) -> None:
+        self.queue = queue or f"q-{uuid.uuid4()}"
         self.log = log
         command = [sys.executable, str(HERE / "temporal_worker.py"), address, self.queue, str(log)]
+        env = {**os.environ, "TOOLNEXUS_TEST_STORE": str(store) if store else ""}
         self.processes = [
             subprocess.Popen(
-                command + ([model_url] if model_url else []), stdout=subprocess.PIPE, text=True
+                command + ([model_url] if model_url else []),
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
             )
             for _ in range(count)
         ]
@@ -99,9 +111,15 @@ class Workers:
 def workers(temporal_address: str, tmp_path: Path) -> Iterator[Any]:
     started: list[Workers] = []
 
-    def start(count: int = 2, model_url: str | None = None) -> Workers:
-        log = tmp_path / f"effects-{len(started)}.jsonl"
-        pool = Workers(temporal_address, log, count, model_url)
+    def start(
+        count: int = 2,
+        model_url: str | None = None,
+        queue: str | None = None,
+        log: Path | None = None,
+        store: Path | None = None,
+    ) -> Workers:
+        log = log or tmp_path / f"effects-{len(started)}.jsonl"
+        pool = Workers(temporal_address, log, count, model_url, queue, store)
         started.append(pool)
         return pool
 
@@ -316,7 +334,7 @@ def test_random_batches_give_the_same_outcomes_as_in_process(
         queue = f"q-{uuid.uuid4()}"
         async with worker(client, task_queue=queue, tools=[look, touch]):
             durable = await run_batch(client, calls, task_queue=queue, max_parallel=cap)
-        local = await toolnexus.run_batch(calls, [look, touch], max_concurrency=cap)
+        local = await toolnexus.run_batch(calls, [look, touch], max_parallel=cap)
         return durable, local
 
     durable, local = asyncio.run(both())
@@ -497,11 +515,12 @@ async def test_a_run_code_call_in_a_durable_run_is_a_durable_program(
     assert durable.tool_calls == local.tool_calls  # the same program output, as the model saw it
     assert json.loads(durable.tool_calls[0].output)["result"] == ["look 1", "look 2"]
     scheduled = [
-        e.activity_task_scheduled_event_attributes.activity_id
+        e.activity_task_scheduled_event_attributes
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    sub_calls = [i for i in scheduled if ":code:" in i and "step" not in i]
+    calls = [a.activity_id for a in scheduled if a.activity_type.name == "toolnexus.call_tool"]
+    sub_calls = [i for i in calls if ":code:" in i]
     assert sub_calls == ["0:0:code:0:rc:code:1", "0:0:code:1:rc:code:2", "0:0:code:0:rc:code:3"]
 
 
@@ -520,7 +539,11 @@ def test_the_readme_recipe_finishes_with_a_worker_killed(temporal_address: str) 
             assert process.stdout is not None
             assert "polling" in process.stdout.readline()
         submit = subprocess.Popen(
-            [sys.executable, recipe, "submit"], stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, recipe, "submit"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         with selectors.DefaultSelector() as watching:
             for process in workers:
@@ -531,7 +554,8 @@ def test_the_readme_recipe_finishes_with_a_worker_killed(temporal_address: str) 
             busy: subprocess.Popen[str] = ready[0][0].data
             assert "reading" in busy.stdout.readline()  # type: ignore[union-attr]
         busy.kill()
-        out, _ = submit.communicate(timeout=90)
+        out, err = submit.communicate(timeout=90)
+        assert "Fatal Python error" not in err and submit.returncode == 0, err  # a clean exit
         assert "done: read and wrote 9 things" in out
         assert out.count("value of k") == 8 and "wrote summary" in out
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,24 @@ def check_calls(calls: Iterable[object]) -> None:
             )
 
 
+def _cap_argument(max_parallel: int | None, max_concurrency: int | None) -> int | None:
+    """The cap given to `run_batch`: ``max_parallel``, or the deprecated ``max_concurrency``."""
+    if max_concurrency is None:
+        return max_parallel
+    if max_parallel is not None:
+        raise ConfigurationError(
+            "run_batch got both max_parallel and max_concurrency; pass only max_parallel "
+            "(max_concurrency is its old name)."
+        )
+    warnings.warn(
+        "run_batch(max_concurrency=...) is deprecated; pass max_parallel=... (the same cap, "
+        "under the name the durable run_batch uses too)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return max_concurrency
+
+
 def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> None:
     """Append the ``tool_result`` surface event of ``call`` (what the model is handed back).
 
@@ -148,14 +167,15 @@ async def run_batch(
     calls: Sequence[ToolCall],
     tools: Toolkit | Iterable[Tool],
     *,
-    max_concurrency: int | None = None,
+    max_parallel: int | None = None,
     run_ctx: Any = None,
     session: Session | None = None,
+    max_concurrency: int | None = None,
 ) -> list[Outcome]:
     """Run the tool calls of one model response and return one outcome per call, in order.
 
     Calls run by the scheduling rule (``docs/scheduling.md``): a run of safe calls overlaps, at
-    most ``max_tool_concurrency(max_concurrency)`` at once; an unsafe call waits for everything
+    most ``max_tool_concurrency(max_parallel)`` at once; an unsafe call waits for everything
     before it, runs alone, and nothing after it starts until it has finished. For example
     ``read, read, write, read, read`` runs the two reads together, then the write alone, then
     the last two reads together.
@@ -167,20 +187,24 @@ async def run_batch(
     Args:
         calls: The calls, in the order the model emitted them.
         tools: The tools the model was offered.
-        max_concurrency: The cap on overlapping calls (else the environment, else 10).
+        max_parallel: The cap on overlapping calls (else the environment, else 10); the
+            same name as the durable ``toolnexus.temporal.run_batch``'s.
         run_ctx: Passed to every tool that takes a ``ctx``.
         session: When given, one ``tool_result`` event per call is appended, in order.
+        max_concurrency: The old name of ``max_parallel``: still accepted, with a
+            ``DeprecationWarning``.
 
     Returns:
         One [`Outcome`][toolnexus.scheduling.Outcome] per call, in the order given.
 
     Raises:
         ConfigurationError: ``calls`` holds something that is not a
-            [`ToolCall`][toolnexus.scheduling.ToolCall].
+            [`ToolCall`][toolnexus.scheduling.ToolCall], or both ``max_parallel`` and
+            ``max_concurrency`` are given.
     """
     check_calls(calls)
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
-    cap = max_tool_concurrency(max_concurrency)
+    cap = max_tool_concurrency(_cap_argument(max_parallel, max_concurrency))
     async with Scheduler(max_parallel=cap, audit=False, session=session) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:

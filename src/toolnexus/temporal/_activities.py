@@ -21,15 +21,17 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus.client import Client
 from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
-from toolnexus.codemode.runtimes import RunReport
+from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.temporal._wire import (
+    PAYLOAD_BUDGET,
     call_from_wire,
     call_to_wire,
     outcome_from_wire,
     outcome_to_wire,
+    stored_size,
 )
 from toolnexus.tools import Tool, Toolkit, classify
 
@@ -96,7 +98,7 @@ class ToolActivities:
         call = call_from_wire(request["call"])
         async with _heartbeating():
             outcome = (await run_batch([call], self.kit))[0]
-        return outcome_to_wire(outcome, call.name)
+        return outcome_to_wire(outcome, call.name, activity.payload_converter())
 
 
 @contextlib.asynccontextmanager
@@ -190,15 +192,18 @@ class ProgramActivities:
     differ from the recorded ones, and the step says so instead of guessing.
     """
 
-    def __init__(self, kit: Toolkit) -> None:
+    def __init__(self, kit: Toolkit, runtime: CodeRuntime | None = None) -> None:
         self.tools = [t for t in kit if t.name != RUN_CODE_NAME]
+        self.runtime = runtime
 
     @activity.defn(name=PROGRAM_STEP)
     async def program_step(self, request: dict[str, Any]) -> dict[str, Any]:
         """``{"done": output}`` (what ``run_program`` returns, as JSON text: Temporal would sort
         its keys), ``{"calls": [...]}`` (the new sub-calls, in the order the program made
         them) or ``{"diverged": message}``."""
-        runtime = default_runtime(request["language"])
+        runtime = self.runtime
+        if runtime is None or runtime.language != request["language"]:
+            runtime = default_runtime(request["language"])
         recorded: list[dict[str, Any]] = request["recorded"]
         made: list[dict[str, Any]] = []
         new_call = asyncio.Event()
@@ -231,9 +236,23 @@ class ProgramActivities:
         if diverged:
             return {"diverged": diverged[0]}
         if report is None:
-            return {"calls": made[len(recorded) :]}
-        output = program_output(report, [])  # the workflow knows the calls and adds them
-        return {"done": json.dumps(output, ensure_ascii=False)}
+            result: dict[str, Any] = {"calls": made[len(recorded) :]}
+        else:
+            output = program_output(report, [])  # the workflow knows the calls and adds them
+            result = {"done": json.dumps(output, ensure_ascii=False)}
+        if request.get("store"):
+            return result
+        size = stored_size(result, activity.payload_converter())
+        if size <= PAYLOAD_BUDGET:
+            return result
+        what = "output" if report is not None else "next round of sub-calls"
+        message = (
+            f"the program's {what} takes {size:,} bytes as Temporal stores it, past its 2 MB "
+            "payload limit; return less (or make fewer calls at once), or connect the caller "
+            "and the workers with data_converter=toolnexus.temporal.file_store(directory)"
+        )
+        failed = {"error": {"kind": "limit", "message": message}, "logs": []}
+        return {"done": json.dumps(failed, ensure_ascii=False)}
 
 
 async def _until_new_calls(

@@ -2,21 +2,133 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from toolnexus._checks import positive_int
+from toolnexus._checks import positive_int, positive_number
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
-from toolnexus.temporal._wire import Timings, call_from_wire, call_to_wire, outcome_from_wire
-from toolnexus.temporal._workflows import BATCH_WORKFLOW, PROGRAM_WORKFLOW, RUN_WORKFLOW
+from toolnexus.temporal._wire import (
+    PAYLOAD_BUDGET,
+    Timings,
+    call_from_wire,
+    call_to_wire,
+    has_store,
+    outcome_from_wire,
+    stored_size,
+)
+from toolnexus.temporal._workflows import (
+    BATCH_WORKFLOW,
+    CONTINUE_AFTER,
+    PROGRAM_WORKFLOW,
+    RUN_WORKFLOW,
+)
+
+DIGEST = "toolnexus_request"
+"""The memo key holding a digest of what a workflow was started with: a resubmission under the
+same id is matched against it."""
+
+
+def _common(
+    temporal_client: object,
+    task_queue: object,
+    max_parallel: int | None,
+    timings: Timings | None,
+    workflow_id: object,
+    continue_after: object,
+) -> dict[str, Any]:
+    """The checked options every durable entry point shares, as request fields.
+
+    Raises:
+        ConfigurationError: one of them is of the wrong kind or out of range.
+    """
+    if not isinstance(temporal_client, TemporalClient):
+        raise ConfigurationError(
+            "the first argument must be a connected temporalio.client.Client "
+            f"(await Client.connect(address)), got {type(temporal_client).__name__}."
+        )
+    if not isinstance(task_queue, str) or not task_queue:
+        raise ConfigurationError(f"task_queue must be a non-empty string, got {task_queue!r}.")
+    if workflow_id is not None and (not isinstance(workflow_id, str) or not workflow_id):
+        raise ConfigurationError(
+            f"workflow_id must be a non-empty string or None, got {workflow_id!r}."
+        )
+    if timings is not None and not isinstance(timings, Timings):
+        raise ConfigurationError(
+            f"timings must be a toolnexus.temporal.Timings, got {type(timings).__name__}."
+        )
+    return {
+        "max_parallel": max_tool_concurrency(max_parallel),
+        "timings": (timings or Timings()).to_wire(),
+        "store": has_store(temporal_client.data_converter),
+        "continue_after": positive_int("continue_after", continue_after),
+    }
+
+
+async def _start(
+    temporal_client: TemporalClient,
+    workflow: str,
+    request: dict[str, Any],
+    workflow_id: str | None,
+    default_prefix: str,
+    task_queue: str,
+) -> WorkflowHandle[Any, Any]:
+    """Start ``workflow`` once per id: a second submission under an id that ran (or runs)
+    gets that workflow's handle, never a second run; one that asked for something else under
+    the same id is refused.
+
+    Raises:
+        ConfigurationError: the request does not fit one Temporal payload (and the client has
+            no payload store), or ``workflow_id`` was used for a different request.
+    """
+    converter = temporal_client.data_converter.payload_converter
+    if not request["store"]:
+        size = stored_size(request, converter)
+        if size > PAYLOAD_BUDGET:
+            raise ConfigurationError(
+                f"the {workflow} request takes {size:,} bytes as Temporal stores it, past its "
+                "2 MB payload limit; connect the caller and the workers with "
+                "data_converter=toolnexus.temporal.file_store(directory) to send it in parts "
+                "through a store they share."
+            )
+    digest = hashlib.sha256(
+        json.dumps(request, sort_keys=True, default=repr).encode("utf-8", "replace")
+    ).hexdigest()
+    chosen = workflow_id or f"{default_prefix}-{uuid.uuid4()}"
+    try:
+        handle = await temporal_client.start_workflow(
+            workflow,
+            request,
+            id=chosen,
+            task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            memo={DIGEST: digest},
+        )
+    except WorkflowAlreadyStartedError:
+        handle = temporal_client.get_workflow_handle(chosen)
+    if workflow_id is not None:
+        described = await handle.describe()
+        recorded = (await described.memo()).get(DIGEST)
+        if described.workflow_type != workflow or recorded != digest:
+            raise ConfigurationError(
+                f"workflow id {workflow_id!r} already ran a different request "
+                f"({described.workflow_type}); a resubmission must send the same one, and new "
+                "work needs a new id."
+            )
+    return handle
+
 
 __all__ = ["RunHandle", "run_batch", "run_program", "start_run"]
 
@@ -30,6 +142,7 @@ async def run_batch(
     timings: Timings | None = None,
     session: Session | None = None,
     workflow_id: str | None = None,
+    continue_after: int = CONTINUE_AFTER,
 ) -> list[Outcome]:
     """Run the tool calls of one model response durably; one outcome per call, in order.
 
@@ -46,28 +159,64 @@ async def run_batch(
         max_parallel: The cap across all workers (``max_tool_concurrency``'s default: 10).
         timings: Call timeouts and how a lost worker is noticed (`Timings`).
         session: Receives one ``tool_result`` event per call, in order, as in process.
-        workflow_id: The workflow's id (a fresh one by default); starting a second batch with
-            the id of a running one fails, which makes a retried submission safe.
+        workflow_id: The workflow's id (a fresh one by default). It makes a retried
+            submission safe: resubmitting the same batch under the id of one that runs or ran
+            returns that batch's outcomes (its calls never run again); a different batch under
+            a used id is refused.
+        continue_after: A run of the workflow continues as new once its history has this many
+            events (sooner when Temporal suggests it): a batch of any length completes.
 
     Raises:
-        ConfigurationError: ``calls`` holds something that is not a ``ToolCall``.
+        ConfigurationError: ``calls`` holds something that is not a ``ToolCall``, an option
+            is of the wrong kind, the batch does not fit one Temporal payload without a
+            payload store (`file_store`), or ``workflow_id`` ran a different batch.
     """
     check_calls(calls)
     request = {
         "calls": [call_to_wire(call) for call in calls],
-        "max_parallel": max_tool_concurrency(max_parallel),
-        "timings": (timings or Timings()).to_wire(),
+        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
     }
-    result = await temporal_client.execute_workflow(
-        BATCH_WORKFLOW,
-        request,
-        id=workflow_id or f"toolnexus-batch-{uuid.uuid4()}",
-        task_queue=task_queue,
+    handle = await _start(
+        temporal_client, BATCH_WORKFLOW, request, workflow_id, "toolnexus-batch", task_queue
     )
-    outcomes = [outcome_from_wire(data) for data in result["outcomes"]]
+    result = await handle.result()
+    wire = await _read_parts(temporal_client, handle.id, result["outcomes"])
+    outcomes = [outcome_from_wire(data) for data in wire]
     if session is not None:
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(session, call, outcome)
+    return outcomes
+
+
+async def _read_parts(
+    temporal_client: TemporalClient, workflow_id: str, outcomes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The outcomes, with each one the workflow returned as a part (a reference to an activity
+    result in one of its runs' histories, because the whole would not fit one payload) read
+    back from that history."""
+    parts: dict[str, list[tuple[int, str]]] = {}
+    for index, data in enumerate(outcomes):
+        if "in_history" in data:
+            reference = data["in_history"]
+            parts.setdefault(reference["run_id"], []).append((index, reference["activity_id"]))
+    if not parts:
+        return outcomes
+    outcomes = list(outcomes)
+    for run_id, wanted in parts.items():
+        handle = temporal_client.get_workflow_handle(workflow_id, run_id=run_id)
+        history = await handle.fetch_history()
+        scheduled: dict[int, str] = {}
+        results: dict[str, Any] = {}
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                attributes = event.activity_task_scheduled_event_attributes
+                scheduled[event.event_id] = attributes.activity_id
+            elif event.HasField("activity_task_completed_event_attributes"):
+                completed = event.activity_task_completed_event_attributes
+                results[scheduled[completed.scheduled_event_id]] = completed.result
+        for index, activity_id in wanted:
+            payloads = results[activity_id].payloads
+            [outcomes[index]] = await temporal_client.data_converter.decode(payloads, [dict])
     return outcomes
 
 
@@ -81,6 +230,7 @@ async def run_program(
     timings: Timings | None = None,
     call_id: str = "program",
     workflow_id: str | None = None,
+    continue_after: int = CONTINUE_AFTER,
 ) -> dict[str, Any]:
     """Run a Code Mode program durably; returns what ``toolnexus.codemode.run_program`` does.
 
@@ -89,26 +239,33 @@ async def run_program(
     for why that is safe and what it asks of a program). A worker lost in the middle never
     makes a completed sub-call run again.
 
+    ``workflow_id`` and ``continue_after`` work as for `run_batch`: a program with any number
+    of sub-calls completes, and a resubmitted program returns its recorded output.
+
     Raises:
-        ConfigurationError: ``language`` is not ``"python"`` or ``"javascript"``.
+        ConfigurationError: ``code`` or ``call_id`` is not a string, ``language`` is not
+            ``"python"`` or ``"javascript"``, or another option is wrong (as for `run_batch`).
     """
+    if not isinstance(code, str):
+        raise ConfigurationError(
+            f"run_program takes the program as a string of code, got {type(code).__name__}."
+        )
     if language not in ("python", "javascript"):
         raise ConfigurationError(
             f"Code Mode language must be 'python' or 'javascript', got {language!r}."
         )
+    if not isinstance(call_id, str):
+        raise ConfigurationError(f"call_id must be a string, got {call_id!r}.")
     request = {
         "code": code,
         "language": language,
         "call_id": call_id,
-        "max_parallel": max_tool_concurrency(max_parallel),
-        "timings": (timings or Timings()).to_wire(),
+        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
     }
-    output: dict[str, Any] = await temporal_client.execute_workflow(
-        PROGRAM_WORKFLOW,
-        request,
-        id=workflow_id or f"toolnexus-program-{uuid.uuid4()}",
-        task_queue=task_queue,
+    handle = await _start(
+        temporal_client, PROGRAM_WORKFLOW, request, workflow_id, "toolnexus-program", task_queue
     )
+    output: dict[str, Any] = await handle.result()
     return output
 
 
@@ -122,6 +279,7 @@ async def start_run(
     timings: Timings | None = None,
     model_timeout: float = 300.0,
     workflow_id: str | None = None,
+    continue_after: int = CONTINUE_AFTER,
 ) -> RunHandle:
     """Start a durable agent run (the durable ``Client.run``) and return its handle.
 
@@ -137,26 +295,31 @@ async def start_run(
         max_parallel: The cap on tool calls across all workers (default 10).
         timings: Tool-call timeouts and how a lost worker is noticed (`Timings`).
         model_timeout: Seconds one model request may take, its retries included.
-        workflow_id: The run's id (a fresh one by default).
+        workflow_id: The run's id (a fresh one by default); starting the same run again
+            under it returns the handle of the one that runs or ran.
+        continue_after: As for `run_batch`: a run of any length continues as new between
+            turns (or inside a turn's batch), its messages and records carried over.
 
     Raises:
-        ConfigurationError: ``prompt`` is not a string or ``max_turns`` is below 1.
+        ConfigurationError: ``prompt`` is not a string, ``max_turns`` is below 1,
+            ``model_timeout`` is not a finite number of seconds above zero, or another option
+            is wrong (as for `run_batch`).
     """
     if not isinstance(prompt, str):
         raise ConfigurationError(f"start_run takes the prompt as a string, got {prompt!r}.")
     positive_int("max_turns", max_turns)
+    if not positive_number(model_timeout):
+        raise ConfigurationError(
+            f"model_timeout must be a finite number of seconds above zero, got {model_timeout!r}."
+        )
     request = {
         "prompt": prompt,
         "max_turns": max_turns,
-        "max_parallel": max_tool_concurrency(max_parallel),
-        "timings": (timings or Timings()).to_wire(),
         "model_timeout": model_timeout,
+        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
     }
-    handle = await temporal_client.start_workflow(
-        RUN_WORKFLOW,
-        request,
-        id=workflow_id or f"toolnexus-run-{uuid.uuid4()}",
-        task_queue=task_queue,
+    handle = await _start(
+        temporal_client, RUN_WORKFLOW, request, workflow_id, "toolnexus-run", task_queue
     )
     return RunHandle(handle, prompt)
 

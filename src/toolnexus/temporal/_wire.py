@@ -2,40 +2,100 @@
 
 Workflow inputs, activity arguments and results are stored in the workflow's history, so they
 are plain dictionaries (Temporal's default JSON converter), never live objects. Each payload is
-limited (2 MB by default on the server): a tool result past `MAX_RESULT_BYTES` becomes a failed
-call that says so, rather than a workflow that cannot record its own history.
+limited (2 MB by default on the server), and what counts is the bytes Temporal stores: its
+converter writes JSON with every non-ASCII character escaped (``\\uXXXX``, six bytes for a CJK
+character that UTF-8 writes in three) and a value that is already JSON text gets its quotes
+escaped again. So sizes here are measured on the converter's own output (`stored_size`), never
+on the JSON text. A tool result past `MAX_RESULT_BYTES` becomes a failed call that says so.
+
+Totals (a batch of 100,000 calls, a long transcript, many large results) do not fit one payload
+however they are cut, unless the caller and the workers share a payload store: `file_store`
+gives a Temporal data converter whose codec keeps every large payload in a directory they
+share and puts a small reference in the history instead ("claim check").
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import hashlib
 import json
+import os
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import temporalio.converter
+from temporalio.api.common.v1 import Payload
+
+from toolnexus._checks import int_at_least
+from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, ToolCall, snapshot
 
 __all__ = [
     "MAX_RESULT_BYTES",
+    "PAYLOAD_BUDGET",
+    "PAYLOAD_LIMIT",
+    "FileStore",
     "Timings",
     "call_from_wire",
     "call_to_wire",
     "failure_to_wire",
+    "file_store",
+    "has_store",
     "outcome_from_wire",
     "outcome_to_wire",
+    "stored_size",
 ]
 
+PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""Temporal's default limit on one payload (the server refuses a larger one)."""
+
+PAYLOAD_BUDGET = 1_900_000
+"""The most a toolnexus workflow lets one of its own payloads (a result, a step's input, the
+state it carries into a new run) take without a payload store: the limit less room for the
+history's framing."""
+
 MAX_RESULT_BYTES = 1_500_000
-"""The largest tool result (encoded) a durable call records; Temporal's payload limit is 2 MB,
-and the rest of the activity's result and the history's framing need room too."""
+"""The largest tool result a durable call records, in the bytes Temporal stores (see
+`stored_size`); Temporal's payload limit is 2 MB, and a batch's answer needs room too."""
+
+
+def stored_size(value: Any, converter: temporalio.converter.PayloadConverter | None = None) -> int:
+    """How many bytes Temporal stores for ``value`` as one payload: the converter's own
+    output (data and metadata), not the JSON text, which can be half as long or less."""
+    converter = converter or temporalio.converter.default().payload_converter
+    return int(converter.to_payloads([value])[0].ByteSize())
+
+
+def _seconds(subject: str, value: object) -> float:
+    if not isinstance(value, timedelta):
+        raise ConfigurationError(
+            f"Timings({subject}=...) takes a datetime.timedelta, got {value!r}; "
+            f"write e.g. Timings({subject}=timedelta(seconds=30))."
+        )
+    seconds = value.total_seconds()
+    if seconds <= 0:
+        raise ConfigurationError(
+            f"Timings({subject}=...) must be longer than zero, got {value!r}; a call with no "
+            "time to run would never finish."
+        )
+    return seconds
 
 
 @dataclass(frozen=True)
 class Timings:
     """How long a durable tool call may take, and how a lost worker is noticed.
 
+    Every field is checked when the object is built (`ConfigurationError`), so a bad value
+    never reaches a workflow.
+
     Attributes:
-        start_to_close: The most one attempt of a call may run (default 10 minutes).
+        start_to_close: The most one attempt of a call may run (default 10 minutes); a call
+            that runs longer fails as having run out of time.
         heartbeat: A worker running a call reports every third of this; a call whose worker
             stops reporting for this long is taken as lost (default 10 s). Shorter notices a
             dead worker sooner, at the cost of more heartbeats.
@@ -46,6 +106,15 @@ class Timings:
     start_to_close: timedelta = timedelta(minutes=10)
     heartbeat: timedelta = timedelta(seconds=10)
     idempotent_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        _seconds("start_to_close", self.start_to_close)
+        _seconds("heartbeat", self.heartbeat)
+        if not int_at_least(self.idempotent_attempts, 1):
+            raise ConfigurationError(
+                "Timings(idempotent_attempts=...) must be a positive integer, got "
+                f"{self.idempotent_attempts!r}."
+            )
 
     def to_wire(self) -> dict[str, float | int]:
         return {
@@ -63,23 +132,34 @@ def call_from_wire(data: dict[str, Any]) -> ToolCall:
     return ToolCall(data["id"], data["name"], data["arguments"])
 
 
-def outcome_to_wire(outcome: Outcome, tool: str) -> dict[str, Any]:
-    """The outcome of a call of ``tool`` as JSON data; a result past `MAX_RESULT_BYTES`
-    becomes a failure that says so.
+def outcome_to_wire(
+    outcome: Outcome,
+    tool: str,
+    converter: temporalio.converter.PayloadConverter | None = None,
+) -> dict[str, Any]:
+    """The outcome of a call of ``tool`` as JSON data; one past `MAX_RESULT_BYTES` as Temporal
+    stores it (`stored_size`) becomes a failure that says so.
 
     The value travels as JSON text: Temporal's converter sorts the keys of the objects it
     stores, and a model should read a tool's result exactly as the tool wrote it, keys in the
     same order as in process. What JSON cannot hold is written from its snapshot.
     """
     value = json.dumps(snapshot(outcome.value), ensure_ascii=False, default=repr)
-    size = len(value.encode("utf-8", "replace"))
+    wire = {"value_json": value, "error": outcome.error, "metadata": outcome.metadata}
+    # escaping writes a character in at most 12 bytes (a surrogate pair, \uXXXX\uXXXX):
+    # a short result needs no measuring
+    error = "" if outcome.error is None else str(outcome.error)
+    if (len(value) + len(error)) * 12 + 4096 < MAX_RESULT_BYTES and outcome.metadata is None:
+        return wire
+    size = stored_size(wire, converter)
     if size > MAX_RESULT_BYTES:
         message = (
-            f"result too large for a durable run ({size:,} bytes, the limit is "
-            f"{MAX_RESULT_BYTES:,}); return less, or write it to a file and return its path"
+            f"result too large for a durable run ({size:,} bytes as Temporal stores it, the "
+            f"limit is {MAX_RESULT_BYTES:,}); return less, or write it to a file and return "
+            "its path"
         )
-        return {"value_json": None, "error": {"tool": tool, "message": message}, "metadata": None}
-    return {"value_json": value, "error": outcome.error, "metadata": outcome.metadata}
+        return failure_to_wire(tool, message)
+    return wire
 
 
 def failure_to_wire(tool: str, message: str) -> dict[str, Any]:
@@ -94,3 +174,115 @@ def outcome_from_wire(data: dict[str, Any]) -> Outcome:
     value_json = data.get("value_json")
     value = None if value_json is None else json.loads(value_json)
     return Outcome(value=value, metadata=data.get("metadata"))
+
+
+STORE_ENCODING = b"binary/toolnexus-file-store"
+
+
+class FileStore(temporalio.converter.PayloadCodec):
+    """A payload codec that keeps large payloads in a directory the caller and the workers
+    share, and stores a small reference (the payload's SHA-256) in the history instead.
+
+    With it, a batch's calls, a run's transcript, a program's recorded outcomes and the state a
+    workflow carries into its next run are never one oversized payload, whatever their size.
+    Files are named by content, written atomically and never changed; deleting them is the
+    operator's choice (a workflow's history refers to them as long as it is kept).
+
+    Args:
+        directory: A directory every worker and caller reads and writes (created if missing).
+        threshold: Payloads larger than this many bytes go to the store (default 256 KiB).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, threshold: int = 256 * 1024) -> None:
+        if not int_at_least(threshold, 0):
+            raise ConfigurationError(
+                f"FileStore(threshold=...) must be a count of bytes, got {threshold!r}."
+            )
+        self.directory = Path(directory)
+        self.threshold = threshold
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"FileStore cannot use {str(directory)!r} as its directory ({exc.strerror}); "
+                "give a directory the caller and the workers can write."
+            ) from None
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """Large payloads replaced by references to their files."""
+        return [await self._encode(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        """References replaced by the payloads they name."""
+        return [await self._decode(p) for p in payloads]
+
+    async def _encode(self, payload: Payload) -> Payload:
+        if payload.ByteSize() <= self.threshold:
+            return payload
+        data = payload.SerializeToString()
+        digest = hashlib.sha256(data).hexdigest()
+        await asyncio.to_thread(self._write, digest, data)
+        reference = json.dumps({"sha256": digest, "size": len(data)}).encode()
+        return Payload(metadata={"encoding": STORE_ENCODING}, data=reference)
+
+    async def _decode(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != STORE_ENCODING:
+            return payload
+        digest = json.loads(payload.data)["sha256"]
+        data = await asyncio.to_thread(self._read, digest)
+        return Payload.FromString(data)
+
+    def _path(self, digest: str) -> Path:
+        return self.directory / digest[:2] / digest
+
+    def _write(self, digest: str, data: bytes) -> None:
+        path = self._path(digest)
+        if path.exists():
+            return
+        path.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def _read(self, digest: str) -> bytes:
+        path = self._path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ValueError(
+                f"payload {digest} is not in the store at {self.directory}: the workers and "
+                "the caller must share one store directory"
+            ) from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"payload {digest} in the store at {self.directory} was changed")
+        return data
+
+
+def file_store(
+    directory: str | os.PathLike[str], *, threshold: int = 256 * 1024
+) -> temporalio.converter.DataConverter:
+    """Temporal's default data converter with a `FileStore` codec over ``directory``.
+
+    Connect the caller's and every worker's Temporal client with it
+    (``Client.connect(address, data_converter=file_store(path))``) to run batches, programs and
+    agent runs whose totals pass Temporal's 2 MB payload limit. The directory must be shared
+    (a local directory for a dev server and workers on one machine; a network file system
+    otherwise).
+
+    Raises:
+        ConfigurationError: the directory cannot be created, or ``threshold`` is not a count.
+    """
+    codec = FileStore(directory, threshold=threshold)
+    return dataclasses.replace(temporalio.converter.default(), payload_codec=codec)
+
+
+def has_store(converter: temporalio.converter.DataConverter) -> bool:
+    """Whether a Temporal client's converter keeps large payloads in a `FileStore`."""
+    return isinstance(converter.payload_codec, FileStore)

@@ -11,6 +11,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from toolnexus.client import Client
+from toolnexus.codemode.runtimes import Budgets, CodeRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.temporal._activities import ModelActivities, ProgramActivities, ToolActivities
 from toolnexus.temporal._workflows import BatchWorkflow, ProgramWorkflow, RunWorkflow
@@ -32,6 +33,7 @@ def worker(
     tools: Toolkit | Iterable[Tool],
     client: Client | None = None,
     code_language: str = "python",
+    code_runtime: CodeRuntime | None = None,
     **options: Any,
 ) -> Worker:
     """A Temporal worker that runs toolnexus workflows and the calls of ``tools``.
@@ -49,8 +51,13 @@ def worker(
         code_language: The language of the programs a ``run_code`` tool among ``tools``
             receives (``"python"`` or ``"javascript"``). Such a call runs as a durable
             program: its sub-calls are activities too.
+        code_runtime: The sandbox durable programs of its language run in (default: the
+            process-wide runtime). Its budgets apply to each step, which re-runs the whole
+            program: a program with many sub-calls needs a ``max_sub_calls`` to match, e.g.
+            ``MontyRuntime(max_sub_calls=50_000)``.
         **options: Passed on to ``temporalio.worker.Worker`` (``max_concurrent_activities``,
-            ``identity``, ...). ``sticky_queue_schedule_to_start_timeout`` defaults to
+            ``identity``, ...); ``workflows`` and ``activities`` of your own are added to
+            toolnexus's. ``sticky_queue_schedule_to_start_timeout`` defaults to
             `STICKY_TIMEOUT` (2 s) instead of Temporal's 10 s: a workflow whose worker died
             moves to another worker after that long, so a lost worker delays a run by
             seconds, not tens of seconds.
@@ -59,11 +66,17 @@ def worker(
         The ``temporalio.worker.Worker``: ``async with`` it, or ``await worker.run()``.
 
     Raises:
-        ConfigurationError: ``client`` is not a toolnexus ``Client``.
+        ConfigurationError: ``client`` is not a toolnexus ``Client``, or ``code_runtime`` is
+            not a Code Mode runtime.
     """
     kit = tools if isinstance(tools, Toolkit) else Toolkit(list(tools))
+    if code_runtime is not None and not isinstance(getattr(code_runtime, "budgets", None), Budgets):
+        raise ConfigurationError(
+            "worker(code_runtime=...) takes a Code Mode runtime (MontyRuntime(...) or "
+            f"V8Runtime(...)), got {type(code_runtime).__name__}."
+        )
     calls = ToolActivities(kit, code_language)
-    programs = ProgramActivities(kit)
+    programs = ProgramActivities(kit, code_runtime)
     activities: list[Any] = [calls.classify, calls.call_tool, programs.program_step]
     if client is not None:
         if not isinstance(client, Client):
@@ -78,8 +91,8 @@ def worker(
     return Worker(
         temporal_client,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=activities,
+        workflows=[*WORKFLOWS, *options.pop("workflows", [])],
+        activities=[*activities, *options.pop("activities", [])],
         **options,
     )
 

@@ -11,18 +11,28 @@ Each call is one activity whose id is ``"<position>:<model call id>"``. A replay
 schedule a different call at a position (the batch or the code changed under a running
 workflow) produces a different activity id, and Temporal fails the replay as nondeterministic
 instead of handing one call another's result.
+
+Any length: one workflow run's history is capped (51,200 events, 50 MB). Before a run nears the
+cap (Temporal suggests it, or the history passes ``continue_after`` events or `HISTORY_BYTES`),
+the workflow stops starting calls, lets the ones it started finish (a boundary lasts as long as
+the slowest running call), and continues as new: the next run gets the batch, the outcomes so far
+and the position to go on from. Every call before that position has committed and holds no
+resource, so a fresh rule from there decides exactly what the old one would have: the cap, the
+barrier and the per-resource order hold across the boundary. Positions are global, so activity
+ids stay unique and deterministic across runs; bookkeeping activities carry the run's number.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus.scheduling import SchedulingRule
@@ -35,11 +45,18 @@ with workflow.unsafe.imports_passed_through():
         PROGRAM_STEP,
         RESULTS,
     )
-    from toolnexus.temporal._wire import failure_to_wire, outcome_to_wire
+    from toolnexus.temporal._wire import (
+        PAYLOAD_BUDGET,
+        failure_to_wire,
+        outcome_to_wire,
+        stored_size,
+    )
     from toolnexus.tools import Resources, ToolResult
 
 __all__ = [
     "BATCH_WORKFLOW",
+    "CONTINUE_AFTER",
+    "HISTORY_BYTES",
     "LOST",
     "LOST_AGAIN",
     "PROGRAM_WORKFLOW",
@@ -52,6 +69,17 @@ __all__ = [
 BATCH_WORKFLOW = "toolnexus.batch"
 RUN_WORKFLOW = "toolnexus.run"
 PROGRAM_WORKFLOW = "toolnexus.program"
+
+CONTINUE_AFTER = 10_000
+"""A run continues as new once its history has this many events (Temporal's hard cap is
+51,200 and it warns from 10,240), unless Temporal suggested it sooner."""
+
+HISTORY_BYTES = 8 * 1024 * 1024
+"""... or once its history takes this many bytes (the cap is 50 MB, warnings from 10 MB)."""
+
+CLASSIFY_CHUNK = 500
+"""Calls classified by one activity: a batch of any size is classified in parts, as the rule
+reaches them, so no classification is one oversized payload."""
 
 
 async def _quick(activity: str, arg: Any, activity_id: str) -> Any:
@@ -71,6 +99,68 @@ MAX_PROGRAM_STEPS = 1000
 
 LOST = "the worker running this call was lost; not retried because the tool is not idempotent"
 LOST_AGAIN = "the worker running this call was lost {attempts} times; not retried again"
+OUT_OF_TIME = (
+    "the call ran out of time: it was still running after {seconds:g} s "
+    "(Timings.start_to_close); give it a longer start_to_close if it needs more"
+)
+OUT_OF_TIME_AGAIN = (
+    "the call ran out of time {attempts} times: each attempt was still running after "
+    "{seconds:g} s (Timings.start_to_close); give it a longer start_to_close if it needs more"
+)
+NO_STORE = (
+    "; connect the caller and the workers with "
+    "data_converter=toolnexus.temporal.file_store(directory) to lift the limit"
+)
+
+
+def _too_big(value: Any, store: bool) -> int | None:
+    """The size Temporal would store for ``value``, when it would not fit one payload (with
+    no store to hold it); else ``None``."""
+    if store:
+        return None
+    size = stored_size(value, workflow.payload_converter())
+    return size if size > PAYLOAD_BUDGET else None
+
+
+class Plan:
+    """What a workflow run was asked (cap, timings, limits) and when it should end its run."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.max_parallel: int = request["max_parallel"]
+        self.timings: dict[str, Any] = request["timings"]
+        self.store: bool = request.get("store", False)
+        self.continue_after: int = request.get("continue_after", CONTINUE_AFTER)
+        self.run: int = request.get("state", {}).get("run", 0)
+        self.progressed = False  # set once this run has done some work (a call, a step)
+
+    def boundary(self) -> bool:
+        """Whether this run's history is near its limits: time to continue as new (never
+        before the run has made progress, so every run moves the work on)."""
+        if not self.progressed:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self.continue_after
+            or info.get_current_history_size() >= HISTORY_BYTES
+        )
+
+    def bookkeeping_id(self, name: str) -> str:
+        """A bookkeeping activity's id, unique across the runs of one workflow."""
+        return name if self.run == 0 else f"{name}@{self.run}"
+
+
+def _continue(request: dict[str, Any], plan: Plan, **state: Any) -> str:
+    """End this run and go on in a new one with ``state`` (raises, as Temporal does); returns
+    only when the carried state would not fit one payload (no store): then the reason."""
+    carried = {**request, "state": {**state, "run": plan.run + 1}}
+    size = _too_big(carried, plan.store)
+    if size is None:
+        workflow.continue_as_new(carried)
+    return (
+        f"the state carried into the next run ({size:,} bytes as Temporal stores it) passes "
+        f"Temporal's 2 MB payload limit{NO_STORE}"
+    )
 
 
 @workflow.defn(name=BATCH_WORKFLOW)
@@ -79,10 +169,58 @@ class BatchWorkflow:
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        calls: list[dict[str, Any]] = request["calls"]
-        classified = await _quick(CLASSIFY, calls, "classify")
-        outcomes = await run_calls(calls, classified, request["max_parallel"], request["timings"])
-        return {"outcomes": outcomes}
+        # a later run gets only the calls not yet run; the ones before are outcomes already
+        plan = Plan(request)
+        done: list[dict[str, Any]] = request.get("state", {}).get("outcomes", [])
+        calls: list[dict[str, Any] | None] = [*([None] * len(done)), *request["calls"]]
+        recorded: dict[int, str] = {}
+        outcomes, finished = await run_calls(calls, done, plan, "", plan.boundary, recorded)
+        if not finished:
+            rest = {**request, "calls": calls[len(outcomes) :]}
+            carried = _fit(outcomes, calls, plan.store, {**rest, "state": {"run": 0}}, recorded)
+            workflow.continue_as_new({**rest, "state": {"outcomes": carried, "run": plan.run + 1}})
+        return {"outcomes": _fit(outcomes, calls, plan.store, {}, recorded)}
+
+
+def _fit(
+    outcomes: list[dict[str, Any]],
+    calls: list[dict[str, Any] | None],
+    store: bool,
+    around: dict[str, Any],
+    recorded: dict[int, str],
+) -> list[dict[str, Any]]:
+    """``outcomes``, fitted into one payload together with ``around`` (needed only without a
+    payload store): the largest results go back in parts instead, each as a reference to the
+    activity result this run's history holds (``{"in_history": {"run_id", "activity_id"}}``,
+    read back by the caller), or, for one no activity returned (a program's output), as a
+    failure that says so.
+
+    ``recorded``: index -> activity id, for the outcomes this run's activities returned.
+    """
+    total = _too_big({**around, "outcomes": outcomes}, store)
+    if total is None:
+        return outcomes
+    converter = workflow.payload_converter()
+    fitted = list(outcomes)
+    sizes = sorted(((stored_size(o, converter), i) for i, o in enumerate(outcomes)), reverse=True)
+    for size, index in sizes:
+        if total <= PAYLOAD_BUDGET:
+            break
+        if "in_history" in outcomes[index]:  # a part already: as small as it gets
+            continue
+        if index in recorded:
+            reference = {"run_id": workflow.info().run_id, "activity_id": recorded[index]}
+            fitted[index] = {"in_history": reference}
+        else:
+            message = (
+                f"the call ran, but its result ({size:,} bytes as Temporal stores it) does not "
+                f"fit in one payload with the batch's other results ({total:,} bytes in all; "
+                f"Temporal's payload limit is 2 MB){NO_STORE}"
+            )
+            call = calls[index]
+            fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
+        total -= size - stored_size(fitted[index], converter)
+    return fitted
 
 
 @workflow.defn(name=RUN_WORKFLOW)
@@ -91,43 +229,93 @@ class RunWorkflow:
 
     The loop is the client's: ask the model, run its calls by the rule, hand the outcomes back,
     until it answers without calls or ``max_turns`` is reached. The messages are built by the
-    workers' client (its provider's shape), through activities, so this code stays pure.
+    workers' client (its provider's shape), through activities, so this code stays pure. A
+    long run continues as new between turns, or inside a turn's batch, carrying the messages,
+    the turns so far and the outcomes of the batch in progress.
     """
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        messages = await _quick(OPENING, request["prompt"], "opening")
-        turns: list[dict[str, Any]] = []
-        for number in range(request["max_turns"]):
-            try:
-                reply = await workflow.execute_activity(
-                    MODEL_TURN,
-                    messages,
-                    activity_id=f"model:{number}",
-                    start_to_close_timeout=timedelta(seconds=request["model_timeout"]),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                )
-            except ActivityError as exc:
-                cause = exc.cause if exc.cause is not None else exc
-                return {
-                    "messages": messages,
-                    "turns": turns,
-                    "status": "error",
-                    "error": str(cause),
-                }
-            messages.append(reply["message"])
-            turn: dict[str, Any] = {"reply": reply, "outcomes": []}
-            turns.append(turn)
-            calls = reply["calls"]
+        plan = Plan(request)
+        state = request.get("state", {})
+        if "messages" in state:
+            messages: list[dict[str, Any]] = state["messages"]
+        else:
+            messages = await _quick(OPENING, request["prompt"], "opening")
+        turns: list[dict[str, Any]] = state.get("turns", [])
+        while len(turns) < request["max_turns"] or state.get("partial") is not None:
+            number = len(turns) - (1 if state.get("partial") is not None else 0)
+            if state.get("partial") is None:
+                if plan.boundary():
+                    error = _continue(request, plan, messages=messages, turns=turns, partial=None)
+                    return _ended(plan, messages, turns, error)
+                size = _too_big(messages, plan.store)
+                if size is not None:
+                    return _ended(plan, messages, turns, _transcript_too_big(size))
+                try:
+                    reply = await workflow.execute_activity(
+                        MODEL_TURN,
+                        messages,
+                        activity_id=f"model:{number}",
+                        start_to_close_timeout=timedelta(seconds=request["model_timeout"]),
+                        retry_policy=RetryPolicy(maximum_attempts=3),
+                    )
+                except ActivityError as exc:
+                    cause = exc.cause if exc.cause is not None else exc
+                    return _ended(plan, messages, turns, str(cause))
+                plan.progressed = True
+                messages.append(reply["message"])
+                turns.append({"reply": reply, "outcomes": []})
+                done: list[dict[str, Any]] = []
+            else:
+                done = state["partial"]
+            state = {}
+            turn = turns[-1]
+            calls = turn["reply"]["calls"]
             if not calls:
-                return {"messages": messages, "turns": turns, "status": "done"}
-            classified = await _quick(CLASSIFY, calls, f"classify:{number}")
-            turn["outcomes"] = await run_calls(
-                calls, classified, request["max_parallel"], request["timings"], f"{number}:"
-            )
-            answers = {"calls": calls, "outcomes": turn["outcomes"]}
-            messages += await _quick(RESULTS, answers, f"results:{number}")
-        return {"messages": messages, "turns": turns, "status": "incomplete"}
+                return _ended(plan, messages, turns, None, "done")
+            outcomes, finished = await run_calls(calls, done, plan, f"{number}:", plan.boundary)
+            if not finished:
+                error = _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
+                turn["outcomes"] = outcomes
+                return _ended(plan, messages, turns, error)
+            turn["outcomes"] = outcomes
+            answers = {"calls": calls, "outcomes": outcomes}
+            size = _too_big(answers, plan.store)
+            if size is not None:
+                return _ended(plan, messages, turns, _transcript_too_big(size))
+            messages += await _quick(RESULTS, answers, plan.bookkeeping_id(f"results:{number}"))
+        return _ended(plan, messages, turns, None, "incomplete")
+
+
+def _transcript_too_big(size: int) -> str:
+    return (
+        f"the run's transcript has grown to {size:,} bytes as Temporal stores it, past its "
+        f"2 MB payload limit{NO_STORE}"
+    )
+
+
+def _ended(
+    plan: Plan,
+    messages: list[dict[str, Any]],
+    turns: list[dict[str, Any]],
+    error: str | None,
+    status: str = "error",
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"messages": messages, "turns": turns, "status": status}
+    if error is not None:
+        result["error"] = error
+    size = _too_big(result, plan.store)
+    if size is None:
+        return result
+    # too large to return whole without a store: the reason alone, the transcript left out
+    error = f"{error}; and " if error is not None else ""
+    return {
+        "messages": [],
+        "turns": [],
+        "status": "error",
+        "error": error + _transcript_too_big(size),
+    }
 
 
 @workflow.defn(name=PROGRAM_WORKFLOW)
@@ -136,95 +324,171 @@ class ProgramWorkflow:
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await run_program_steps(
-            request["code"],
-            request["language"],
-            request["call_id"],
-            request["max_parallel"],
-            request["timings"],
-        )
+        plan = Plan(request)
+        program = Program(request["code"], request["language"], request["call_id"], "")
+        state = request.get("state", {})
+        output = await program.run(plan, state, plan.boundary)
+        if output is None:
+            error = _continue(request, plan, **program.state())
+            return program.failed("limit", error)
+        size = _too_big(output, plan.store)
+        if size is not None:
+            message = (
+                f"the program's output is {size:,} bytes as Temporal stores it, past its 2 MB "
+                f"payload limit; return less{NO_STORE}"
+            )
+            return {"error": {"kind": "limit", "message": message}, "logs": [], "calls": []}
+        return output
 
 
-async def run_program_steps(
-    code: str,
-    language: str,
-    call_id: str,
-    max_parallel: int,
-    timings: dict[str, Any],
-    prefix: str = "",
-) -> dict[str, Any]:
-    """Run a program step by step: each step (an activity, free of side effects) re-runs it
-    with the outcomes recorded so far and returns the sub-calls it makes next; those run as
-    activities by the rule, and their outcomes are recorded for the next step.
+class Program:
+    """A durable program's progress: run step by step, each step (an activity, free of side
+    effects) re-runs it with the outcomes recorded so far and returns the sub-calls it makes
+    next; those run as activities by the rule, and their outcomes are recorded for the next
+    step.
 
     A sub-call's id is ``"<call_id>:code:<n>"``, as in process. Every sub-call of a step is
     answered before the next step: the program is waiting for them, and a step cannot hand an
     outcome to a program that is not running.
     """
-    recorded: list[dict[str, Any]] = []
-    entries: list[dict[str, Any]] = []
-    for step in range(MAX_PROGRAM_STEPS):
-        request = {"code": code, "language": language, "recorded": recorded}
-        result = await workflow.execute_activity(
-            PROGRAM_STEP,
-            request,
-            activity_id=f"{prefix}step:{step}",
-            start_to_close_timeout=timedelta(seconds=timings["start_to_close"]),
-            heartbeat_timeout=timedelta(seconds=timings["heartbeat"]),
-            retry_policy=RetryPolicy(maximum_attempts=timings["idempotent_attempts"]),
-        )
-        if "done" in result:
-            output: dict[str, Any] = json.loads(result["done"])
-            if "error" in output:
-                output["calls"] = entries
-            return output
-        if "diverged" in result:
-            error = {"kind": "nondeterministic", "message": result["diverged"]}
-            return {"error": error, "logs": [], "calls": entries}
-        first = len(recorded) + 1
-        calls = [
-            {"id": f"{call_id}:code:{first + n}", "name": c["name"], "arguments": c["arguments"]}
-            for n, c in enumerate(result["calls"])
-        ]
-        classified = await _quick(CLASSIFY, calls, f"{prefix}classify:{step}")
-        outcomes = await run_calls(calls, classified, max_parallel, timings, f"{prefix}code:")
-        for call, outcome in zip(calls, outcomes, strict=True):
-            recorded.append(
-                {"name": call["name"], "arguments": call["arguments"], "outcome": outcome}
+
+    def __init__(self, code: str, language: str, call_id: str, prefix: str) -> None:
+        self.code, self.language, self.call_id, self.prefix = code, language, call_id, prefix
+        self.recorded: list[dict[str, Any]] = []
+        self.entries: list[dict[str, Any]] = []
+        self.step = 0
+        self.pending: dict[str, Any] | None = None  # a step's sub-calls, partly answered
+
+    def state(self) -> dict[str, Any]:
+        """What the next run needs to go on."""
+        return {
+            "recorded": self.recorded,
+            "entries": self.entries,
+            "step": self.step,
+            "pending": self.pending,
+        }
+
+    async def run(
+        self, plan: Plan, state: dict[str, Any], boundary: Callable[[], bool]
+    ) -> dict[str, Any] | None:
+        """The program's output, or ``None`` at a boundary (see `state`)."""
+        self.recorded = state.get("recorded", [])
+        self.entries = state.get("entries", [])
+        self.step = state.get("step", 0)
+        self.pending = state.get("pending")
+        while self.step < MAX_PROGRAM_STEPS:
+            if self.pending is None:
+                if boundary():
+                    return None
+                request = {
+                    "code": self.code,
+                    "language": self.language,
+                    "recorded": self.recorded,
+                    "store": plan.store,
+                }
+                size = _too_big(request, plan.store)
+                if size is not None:
+                    message = (
+                        f"the program's recorded sub-call outcomes reached {size:,} bytes as "
+                        f"Temporal stores them, past its 2 MB payload limit{NO_STORE}"
+                    )
+                    return self.failed("limit", message)
+                timings = plan.timings
+                result = await workflow.execute_activity(
+                    PROGRAM_STEP,
+                    request,
+                    activity_id=plan.bookkeeping_id(f"{self.prefix}step:{self.step}"),
+                    start_to_close_timeout=timedelta(seconds=timings["start_to_close"]),
+                    heartbeat_timeout=timedelta(seconds=timings["heartbeat"]),
+                    retry_policy=RetryPolicy(maximum_attempts=timings["idempotent_attempts"]),
+                )
+                plan.progressed = True
+                if "done" in result:
+                    output: dict[str, Any] = json.loads(result["done"])
+                    if "error" in output:
+                        output["calls"] = self.entries
+                    return output
+                if "diverged" in result:
+                    return self.failed("nondeterministic", result["diverged"])
+                first = len(self.recorded) + 1
+                calls = [
+                    {
+                        "id": f"{self.call_id}:code:{first + n}",
+                        "name": c["name"],
+                        "arguments": c["arguments"],
+                    }
+                    for n, c in enumerate(result["calls"])
+                ]
+                self.pending = {"calls": calls, "done": []}
+            calls = self.pending["calls"]
+            outcomes, finished = await run_calls(
+                calls, self.pending["done"], plan, f"{self.prefix}code:", boundary
             )
-            entry = {"name": call["name"], "arguments": call["arguments"], "status": "ok"}
-            if outcome["error"] is not None:
-                entry |= {"status": "error", "message": outcome["error"]["message"]}
-            entries.append(entry)
-    message = f"the program made sub-calls in more than {MAX_PROGRAM_STEPS} rounds"
-    return {"error": {"kind": "limit", "message": message}, "logs": [], "calls": entries}
+            if not finished:
+                self.pending["done"] = outcomes
+                return None
+            for call, outcome in zip(calls, outcomes, strict=True):
+                self.recorded.append(
+                    {"name": call["name"], "arguments": call["arguments"], "outcome": outcome}
+                )
+                entry = {"name": call["name"], "arguments": call["arguments"], "status": "ok"}
+                if outcome["error"] is not None:
+                    entry |= {"status": "error", "message": outcome["error"]["message"]}
+                self.entries.append(entry)
+            self.pending = None
+            self.step += 1
+        message = f"the program made sub-calls in more than {MAX_PROGRAM_STEPS} rounds"
+        return self.failed("limit", message)
+
+    def failed(self, kind: str, message: str) -> dict[str, Any]:
+        """The program's output when it ends with an error of ``kind`` (its calls so far)."""
+        return {"error": {"kind": kind, "message": message}, "logs": [], "calls": self.entries}
+
+
+def _never() -> bool:
+    return False
 
 
 async def run_calls(
-    calls: list[dict[str, Any]],
-    classified: list[dict[str, Any]],
-    max_parallel: int,
-    timings: dict[str, Any],
-    prefix: str = "",
-) -> list[dict[str, Any]]:
-    """Drive the rule over ``calls``: start activities as it says, settle them as they end.
+    calls: Sequence[dict[str, Any] | None],
+    done: list[dict[str, Any]],
+    plan: Plan,
+    prefix: str,
+    boundary: Callable[[], bool],
+    recorded: dict[int, str] | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
+    calls before it, from earlier runs): start activities as it says, settle them as they end.
 
-    A call answered by its classification (unknown tool, bad arguments) takes no place in the
-    lane, exactly as in process. Returns one outcome (JSON data) per call, in emitted order.
+    Calls are classified and fed to the rule in order, a window ahead of what runs, so a batch
+    of any size is classified in parts. A call answered by its classification (unknown tool,
+    bad arguments) takes no place in the lane, exactly as in process.
+
+    ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished).
+    ``recorded``, when given, receives index -> activity id for each outcome that is an
+    activity's own result (so the history holds it).
+
+    Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
+    ``boundary()`` says this run's history is near its limits, no further call is fed to the
+    rule; the ones it has are finished, and the outcomes so far are returned with ``False``.
     """
-    rule = SchedulingRule(max_parallel)
-    outcomes: list[dict[str, Any] | None] = [None] * len(calls)
+    rule = SchedulingRule(plan.max_parallel)
+    timings = plan.timings
+    outcomes: list[dict[str, Any] | None] = [*done, *([None] * (len(calls) - len(done)))]
     position: dict[int, int] = {}  # lane sequence number -> index in the batch
     running: dict[int, Any] = {}  # lane sequence number -> activity handle
+    facts_of: dict[int, dict[str, Any]] = {}  # index -> its classification
+    window = 2 * plan.max_parallel  # what a boundary waits for: at most this many calls
+    fed = len(done)  # the next index to feed to the rule
+    stopping = False
 
     def start(started: list[int]) -> None:
         for seq in started:
             index = position[seq]
-            call, facts = calls[index], classified[index]
+            call, facts = calls[index], facts_of[index]
+            assert call is not None  # only calls before len(done) are None, and never run
             if "program" in facts:  # run_code: a durable program, not one activity
-                program = _program_call(
-                    call, facts["program"], max_parallel, timings, f"{prefix}{index}:"
-                )
+                program = _program_call(call, facts["program"], plan, f"{prefix}{index}:")
                 running[seq] = asyncio.ensure_future(program)
                 continue
             attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
@@ -237,36 +501,57 @@ async def run_calls(
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
 
-    for index, facts in enumerate(classified):
-        if "answer" in facts:
-            outcomes[index] = facts["answer"]
-            continue
-        declared = facts["resources"]
-        resources = Resources(**declared) if declared is not None else None
-        seq, started = rule.submit(facts["mode"], resources)
-        position[seq] = index
-        start(started)
+    async def feed() -> None:
+        nonlocal fed
+        while fed < len(calls) and len(position) < window:
+            if fed not in facts_of:
+                chunk = calls[fed : fed + CLASSIFY_CHUNK]
+                name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
+                for offset, facts in enumerate(await _quick(CLASSIFY, chunk, name)):
+                    facts_of[fed + offset] = facts
+            index, facts = fed, facts_of[fed]
+            fed += 1
+            if "answer" in facts:
+                del facts_of[index]
+                outcomes[index] = facts["answer"]
+                continue
+            declared = facts["resources"]
+            resources = Resources(**declared) if declared is not None else None
+            seq, started = rule.submit(facts["mode"], resources)
+            position[seq] = index
+            start(started)
+
+    await feed()
     while running:
         await workflow.wait(list(running.values()), return_when=asyncio.FIRST_COMPLETED)
         for seq in sorted(s for s, handle in running.items() if handle.done()):
             handle = running.pop(seq)
-            index = position[seq]
-            outcomes[index] = _outcome(handle, calls[index], classified[index], timings)
+            index = position.pop(seq)
+            call = calls[index]
+            assert call is not None
+            facts = facts_of.pop(index)
+            outcomes[index] = _outcome(handle, call, facts, timings)
+            if recorded is not None and "program" not in facts and handle.exception() is None:
+                recorded[index] = f"{prefix}{index}:{call['id']}"
             start(rule.settle(seq)[1])
-    return [o for o in outcomes if o is not None]
+        plan.progressed = True
+        if not stopping and boundary():
+            stopping = True
+        if not stopping:
+            await feed()
+    finished = fed == len(calls)
+    return [o for o in outcomes[:fed] if o is not None], finished
 
 
 async def _program_call(
-    call: dict[str, Any],
-    program: dict[str, Any],
-    max_parallel: int,
-    timings: dict[str, Any],
-    prefix: str,
+    call: dict[str, Any], program: dict[str, Any], plan: Plan, prefix: str
 ) -> dict[str, Any]:
-    """A ``run_code`` call run durably; its outcome is what the in-process tool returns."""
-    output = await run_program_steps(
-        program["code"], program["language"], call["id"], max_parallel, timings, prefix
-    )
+    """A ``run_code`` call run durably; its outcome is what the in-process tool returns.
+
+    It runs inside the batch's own run, so a boundary waits for it to end."""
+    steps = Program(program["code"], program["language"], call["id"], prefix)
+    output = await steps.run(plan, {}, _never)
+    assert output is not None  # no boundary inside a nested program
     result = ToolResult(output=output, is_error="error" in output)
     return outcome_to_wire(outcome_from_value(call["name"], result), call["name"])
 
@@ -274,14 +559,20 @@ async def _program_call(
 def _outcome(
     handle: Any, call: dict[str, Any], facts: dict[str, Any], timings: dict[str, Any]
 ) -> dict[str, Any]:
-    """The finished activity's outcome; a lost worker is a failed call, as data."""
+    """The finished activity's outcome; a lost worker or a call out of time is a failed call,
+    as data."""
     error = handle.exception()
     if error is None:
         result: dict[str, Any] = handle.result()
         return result
+    attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
     if isinstance(error, ActivityError) and isinstance(error.cause, TimeoutError):
-        if facts["idempotent"]:
-            message = LOST_AGAIN.format(attempts=timings["idempotent_attempts"])
+        if error.cause.type == TimeoutType.START_TO_CLOSE:
+            seconds = timings["start_to_close"]
+            template = OUT_OF_TIME_AGAIN if attempts > 1 else OUT_OF_TIME
+            message = template.format(seconds=seconds, attempts=attempts)
+        elif attempts > 1:
+            message = LOST_AGAIN.format(attempts=attempts)
         else:
             message = LOST
     else:
