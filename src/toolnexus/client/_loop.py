@@ -57,7 +57,7 @@ from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
-__all__ = ["LoopConfig", "Meter", "agent_loop"]
+__all__ = ["LoopConfig", "Meter", "agent_loop", "assistant_message", "provider_stop"]
 
 CANCELLED = "the run was cancelled before this call finished"
 DEFAULT_RETRIES = 1
@@ -247,38 +247,21 @@ class _Run:
             for call in reply.calls
         ]
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
-        data: dict[str, Any] = {"content": reply.text, "tool_calls": calls}
         style = self.config.style
-        if style.keeps_state and json_problem(reply.recorded) is None:
-            # the provider's own message, as it goes back on the wire: a copy of its own
-            sent = json.loads(json.dumps(reply.recorded))
-            data["provider"] = {"style": style.family, "message": sent}
+        recorded = reply.recorded if style.keeps_state else None
+        data = assistant_message(reply.text, calls, recorded, style.family)
         self.session._append_json("assistant_message", data)
 
     def provider_stopped(self, reply: AssistantTurn) -> None:
         """The provider ended the run: a refusal, or a conversation past the context window."""
-        reason = reply.stop_reason or reply.ending
-        if reply.ending == "refused":
-            self.ended = "refused"
-            said = ", ".join(
-                f"{key}: {value}"
-                for key, value in (reply.stop_details or {}).items()
-                if key != "type"
-            )
-            self.stopped_by = f"the provider refused to answer ({reason}" + (
-                f"; {said})" if said else ")"
-            )
-        else:
-            self.ended = "incomplete"
-            self.stopped_by = (
-                f"the conversation no longer fits the model's context window ({reason}): the "
-                "answer was cut off; shorten the history or start a new conversation"
-            )
+        self.ended, self.stopped_by = provider_stop(
+            reply.ending, reply.stop_reason, reply.stop_details
+        )
         self.session.log_event(
             "model_stop",
             {
                 "turn": self.turns,
-                "reason": reason,
+                "reason": reply.stop_reason or reply.ending,
                 "details": reply.stop_details,
                 "text": reply.text,
             },
@@ -304,6 +287,38 @@ class _Run:
                     f"tool '{call.name}' needed another try more often than its retries "
                     f"({allowed}) allow"
                 )
+
+
+def assistant_message(
+    text: str,
+    calls: list[dict[str, Any]],
+    recorded: dict[str, Any] | None,
+    family: str,
+) -> dict[str, Any]:
+    """The data of a session's ``assistant_message`` event: the neutral text and calls, and
+    the provider's own message as it goes back on the wire (a copy of its own), when there is
+    one and it can be saved."""
+    data: dict[str, Any] = {"content": text, "tool_calls": calls}
+    if recorded is not None and json_problem(recorded) is None:
+        data["provider"] = {"style": family, "message": json.loads(json.dumps(recorded))}
+    return data
+
+
+def provider_stop(
+    ending: str, stop_reason: str | None, details: dict[str, Any] | None
+) -> tuple[RunStatus, str]:
+    """The status and ``stopped_by`` of a run the provider ended: a refusal, or a conversation
+    past the context window."""
+    reason = stop_reason or ending
+    if ending == "refused":
+        said = ", ".join(f"{k}: {v}" for k, v in (details or {}).items() if k != "type")
+        return "refused", f"the provider refused to answer ({reason}" + (
+            f"; {said})" if said else ")"
+        )
+    return "incomplete", (
+        f"the conversation no longer fits the model's context window ({reason}): the answer "
+        "was cut off; shorten the history or start a new conversation"
+    )
 
 
 def _check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:

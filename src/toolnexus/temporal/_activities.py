@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -153,11 +154,13 @@ class ModelActivities:
         return {
             "text": turn.text,
             "calls": [call_to_wire(call) for call in turn.calls],
-            "usage": {
-                "input_tokens": turn.usage.input_tokens,
-                "output_tokens": turn.usage.output_tokens,
-            },
-            "message": turn.message,
+            "usage": dataclasses.asdict(turn.usage),
+            "transcript": turn.transcript,
+            "recorded": turn.recorded if self.style.keeps_state else None,
+            "family": self.style.family,
+            "ending": turn.ending,
+            "stop_reason": turn.stop_reason,
+            "stop_details": turn.stop_details,
             "model": self.style.model,
         }
 

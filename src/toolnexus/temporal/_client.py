@@ -15,6 +15,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from toolnexus._checks import positive_int, positive_number
 from toolnexus.client import RunResult, ToolCallRecord, Usage
+from toolnexus.client._loop import assistant_message, provider_stop
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
@@ -371,16 +372,27 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
     usage = Usage()
     models: list[str] = []
     text = ""
-    for turn in data["turns"]:
+    stopped_by = None
+    for number, turn in enumerate(data["turns"], start=1):
         reply = turn["reply"]
         calls = [call_from_wire(c) for c in reply["calls"]]
         text = reply["text"]
         models.append(reply["model"])
         usage.add(Usage(**reply["usage"]))
+        ending = reply.get("ending", "answered")
+        if ending in ("refused", "context_window"):  # as in process: a bookkeeping event
+            _, stopped_by = provider_stop(ending, reply["stop_reason"], reply["stop_details"])
+            stop = {"turn": number, "reason": reply["stop_reason"] or ending}
+            stop |= {"details": reply["stop_details"], "text": text}
+            session.log_event("model_stop", stop)
+            continue
         transcript_calls = [
-            {"id": c.id, "name": c.name, "arguments": transcript_arguments(c)} for c in calls
+            {"id": c.id, "name": c.name, "arguments": transcript_arguments(c)}
+            | ({"caller": dict(c.caller)} if c.caller is not None else {})
+            for c in calls
         ]
-        session._append_json("assistant_message", {"content": text, "tool_calls": transcript_calls})
+        event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
+        session._append_json("assistant_message", event)
         for call, wire in zip(calls, turn["outcomes"], strict=False):
             outcome = outcome_from_wire(wire)
             record_tool_result(session, call, outcome)
@@ -403,4 +415,5 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
         status=data["status"],
         session=session,
         models=models,
+        stopped_by=stopped_by,
     )

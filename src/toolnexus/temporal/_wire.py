@@ -125,11 +125,12 @@ class Timings:
 
 
 def call_to_wire(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments}
+    wire = {"id": call.id, "name": call.name, "arguments": call.arguments}
+    return wire if call.caller is None else wire | {"caller": dict(call.caller)}
 
 
 def call_from_wire(data: dict[str, Any]) -> ToolCall:
-    return ToolCall(data["id"], data["name"], data["arguments"])
+    return ToolCall(data["id"], data["name"], data["arguments"], caller=data.get("caller"))
 
 
 def outcome_to_wire(

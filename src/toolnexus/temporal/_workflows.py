@@ -264,8 +264,14 @@ class RunWorkflow:
                     cause = exc.cause if exc.cause is not None else exc
                     return _ended(plan, messages, turns, str(cause))
                 plan.progressed = True
-                messages.append(reply["message"])
                 turns.append({"reply": reply, "outcomes": []})
+                ending = reply.get("ending", "answered")
+                if ending in ("refused", "context_window"):  # never in the transcript
+                    status = "refused" if ending == "refused" else "incomplete"
+                    return _ended(plan, messages, turns, None, status)
+                messages.extend(reply["transcript"])
+                if ending == "paused":  # sent back as it is, the turn goes on
+                    continue
                 done: list[dict[str, Any]] = []
             else:
                 done = state["partial"]
