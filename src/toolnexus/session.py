@@ -286,8 +286,9 @@ def _event_fields(
     if problem:
         raise SessionError(f"{where}: {problem}")
     at = record.get("time")
-    good_time = type(at) in (int, float) and math.isfinite(at)
-    return kind, _json_copy(data, "data"), at if good_time else None
+    if type(at) is int or type(at) is float:  # not a bool (_loads_line refused NaN)
+        return kind, _json_copy(data, "data"), at
+    return kind, _json_copy(data, "data"), None
 
 
 def _reject_constant(name: str) -> Any:
