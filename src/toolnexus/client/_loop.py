@@ -234,17 +234,24 @@ class _Run:
         self.count_retries(calls, outcomes)
 
     def count_retries(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
-        """Count the calls the model was asked to try again; past a tool's ``retries``, the
-        run stops (``stopped_by`` says which tool)."""
-        for call, outcome in zip(calls, outcomes, strict=True):
-            if not (outcome.metadata or {}).get(RETRY):
-                continue
-            self.retries[call.name] += 1
-            tool = self.kit.get(call.name)
+        """Count the tools the model was asked to try again; past a tool's ``retries``, the
+        run stops (``stopped_by`` says which tool).
+
+        One response's calls are counted once per tool: three calls of one tool asking for
+        another try in one response are one retry of that tool, the model's next response.
+        """
+        asked = dict.fromkeys(  # in call order, each tool once
+            call.name
+            for call, outcome in zip(calls, outcomes, strict=True)
+            if (outcome.metadata or {}).get(RETRY)
+        )
+        for name in asked:
+            self.retries[name] += 1
+            tool = self.kit.get(name)
             allowed = DEFAULT_RETRIES if tool is None or tool.retries is None else tool.retries
-            if self.retries[call.name] > allowed and self.stopped_by is None:
+            if self.retries[name] > allowed and self.stopped_by is None:
                 self.stopped_by = (
-                    f"tool '{call.name}' needed another try more often than its retries "
+                    f"tool '{name}' needed another try more often than its retries "
                     f"({allowed}) allow"
                 )
 
