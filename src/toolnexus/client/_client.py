@@ -444,7 +444,9 @@ def create_client(
             )
     built: Style
     if isinstance(model, FunctionModel):
-        built = InProcessStyle(model, system_prompt)
+        built = InProcessStyle(
+            model, system_prompt, WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout)
+        )
         built.request_params = dict(request_params or {})
     else:
         built = _build_style(
