@@ -424,11 +424,17 @@ async def test_more_concurrent_runs_than_workers_all_finish() -> None:
     assert [o.get("result") for o in outs] == list(range(24))
 
 
-async def test_a_queued_program_s_time_budget_starts_when_it_gets_a_worker() -> None:
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_a_queued_program_s_time_budget_starts_when_it_gets_a_worker(language: str) -> None:
     """With one worker busy for most of the budget, a program queued behind it still has its
     whole budget once it runs: waiting for a worker is not running."""
     budget = 6.0
-    runtime = MontyRuntime(timeout=budget, max_workers=1)
+    runtime: CodeRuntime = (
+        MontyRuntime(timeout=budget, max_workers=1)
+        if language == "python"
+        else V8Runtime(timeout=budget, max_concurrent=1)
+    )
+    ret = "" if language == "python" else "return "
     release = asyncio.Event()
     holding = asyncio.Event()
     order: list[str] = []
@@ -447,9 +453,13 @@ async def test_a_queued_program_s_time_budget_starts_when_it_gets_a_worker() -> 
     tools = [Tool("hold", "", {"type": "object"}, execute=hold)]
     tools.append(Tool("work", "", {"type": "object"}, execute=work))
     try:
-        first = asyncio.ensure_future(run_program("await tools.hold({})", tools, runtime=runtime))
+        first = asyncio.ensure_future(
+            run_program(f"{ret}await tools.hold({{}})", tools, runtime=runtime)
+        )
         await holding.wait()
-        second = asyncio.ensure_future(run_program("await tools.work({})", tools, runtime=runtime))
+        second = asyncio.ensure_future(
+            run_program(f"{ret}await tools.work({{}})", tools, runtime=runtime)
+        )
         await asyncio.sleep(budget * 2 / 3)  # the second waits for the only worker meanwhile
         order.append("first released")
         release.set()

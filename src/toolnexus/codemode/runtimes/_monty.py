@@ -29,12 +29,15 @@ import pydantic_monty as monty
 from toolnexus._checks import positive_int
 from toolnexus.codemode.runtimes._base import (
     Budgets,
+    Patience,
     ProgramFailure,
     RunReport,
     ToolCaller,
     budget_timeout,
     json_shape_problem,
     out_of_memory,
+    patience_deadline,
+    run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
 from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, program_problem
@@ -144,7 +147,7 @@ class MontyRuntime:
         loop = asyncio.get_running_loop()
         # The caller's patience counts from now; the runtime's time budget only from when the
         # program gets a worker (a queued program must not spend its budget waiting).
-        waited_for = None if patience is None else (loop.time() + patience, patience)
+        waited_for = patience_deadline(loop.time(), patience)
         pool = await self._ensure_pool()
         # The type check runs beside the session checkout and the prelude, not before them.
         check = (
@@ -229,19 +232,16 @@ class MontyRuntime:
             return self._pool
 
     async def _supervise(
-        self, run: Run, patience: tuple[float, float] | None
+        self, run: Run, patience: Patience | None
     ) -> tuple[ProgramFailure | None, Any]:
         """Wait for the run's result; stop it past its time budget (counted from when it got a
-        worker), past the caller's patience (``(deadline, seconds)``, counted from the call),
-        or when the caller cancels."""
+        worker), past the caller's patience (counted from the call), or when the caller
+        cancels."""
         result = asyncio.wrap_future(run.result)
         result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
         started = asyncio.wrap_future(run.started)
         loop = run.loop
-        deadline, late = math.inf, budget_timeout(self.budgets)
-        if patience is not None:
-            message = f"the run took longer than {patience[1]:g} s (the caller's await_timeout)"
-            deadline, impatient = patience[0], ProgramFailure("timeout", message)
+        deadline = math.inf if patience is None else patience[0]
         try:
             # Queued for a worker: only the caller's patience runs.
             await asyncio.wait(
@@ -250,13 +250,9 @@ class MontyRuntime:
                 return_when=asyncio.FIRST_COMPLETED,
             )
             if started.done():  # the budget runs from here, unless the patience ends first
-                budget_deadline = started.result() + self.budgets.timeout
-                if budget_deadline <= deadline:
-                    deadline = budget_deadline
-                else:
-                    late = impatient
-            elif patience is not None:  # ended, or still queued when the patience ran out
-                late = impatient
+                deadline, late = run_deadline(self.budgets, started.result(), patience)
+            else:  # it ended before it ran, or the patience ran out while it was queued
+                late = patience[1] if patience is not None else budget_timeout(self.budgets)
             done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
         except asyncio.CancelledError:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
