@@ -168,3 +168,44 @@ def test_an_assistant_message_the_library_writes_loads(tmp_path: Path) -> None:
     session.append("assistant_message", data)
     session.save(tmp_path / "s.jsonl")
     assert Session.load(tmp_path / "s.jsonl").events == session.events
+
+
+def test_a_run_s_own_records_of_hostile_text_save_and_load(tmp_path: Path) -> None:
+    """Lone surrogates from the prompt, the model's reply, its call ids and arguments and a
+    program's description never make a run's log unsavable: they are recorded (or written) as
+    U+FFFD, which is what the model was sent."""
+    from toolnexus import ToolCall, ToolHints, create_client, tool
+    from toolnexus.testing import ScriptedModel
+
+    @tool(hints=ToolHints(read_only=True))
+    def echo(x: str) -> str:
+        """Echo."""
+        return x
+
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("c1\udc00", "echo", {"x": "q\udc00"}),
+                ToolCall("c2", "run_code", {"code": "1 + 1", "description": "add \ud800 up"}),
+            ],
+            "done \ud800",
+        ]
+    )
+    session = Session()
+    result = create_client(model=model, code_mode="both").run_sync(
+        "go \ud801", tools=[echo], session=session
+    )
+    assert result.status == "done"
+    session.save(tmp_path / "s.jsonl")
+    loaded = Session.load(tmp_path / "s.jsonl")
+    assert len(loaded) == len(session)
+    text = (tmp_path / "s.jsonl").read_text(encoding="utf-8")
+    assert "go \ufffd" in text and "done \ufffd" in text and "add \ufffd up" in text
+    assert "q\ufffd" in text and "c1\ufffd" in text
+    assert [m["role"] for m in loaded.messages()] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]

@@ -31,7 +31,7 @@ import secrets
 import time
 from typing import Any, NamedTuple
 
-from toolnexus._json import MAX_NESTING, json_problem
+from toolnexus._json import MAX_NESTING, encodable_data, json_problem
 from toolnexus.errors import SessionError
 
 __all__ = ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"]
@@ -356,14 +356,25 @@ def _kind(value: object) -> str:
 
 
 def _encoded_line(event: Event) -> bytes:
-    """The event's line as UTF-8 bytes, or a `SessionError` naming the event."""
+    """The event's line as UTF-8 bytes, or a `SessionError` naming the event.
+
+    `append` refuses text UTF-8 cannot write, but the library records some events itself
+    without that check (a model's reply, its call ids): a lone surrogate there is written as
+    U+FFFD, which is also what the model was sent (request bodies are mended the same way).
+    """
     try:
         return event.json_line().encode("utf-8")
-    except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+    except UnicodeEncodeError:
+        mended = event._replace(data=encodable_data(event.data))
+        try:
+            return mended.json_line().encode("utf-8")
+        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+            problem = json_problem(event.data, "data", max_depth=MAX_DEPTH) or str(exc)
+    except (ValueError, RecursionError) as exc:
         problem = json_problem(event.data, "data", max_depth=MAX_DEPTH) or str(exc)
-        raise SessionError(
-            f"event {event.seq} ({event.type!r}) cannot be saved: {problem}; nothing was written"
-        ) from None
+    raise SessionError(
+        f"event {event.seq} ({event.type!r}) cannot be saved: {problem}; nothing was written"
+    )
 
 
 def _sync_folder(folder: str) -> None:

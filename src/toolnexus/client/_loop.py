@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolnexus._json import json_problem
+from toolnexus._json import encodable_text, json_problem
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -123,7 +123,8 @@ class _Run:
         self.config = config
         self.output = output
         self.session = session
-        self.session.append("user_message", {"content": prompt})
+        # recorded as sent: a lone surrogate goes out (and into the log) as U+FFFD
+        self.session.append("user_message", {"content": encodable_text(prompt)})
         self.messages = config.style.opening(history, prompt)
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()

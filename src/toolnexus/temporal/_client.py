@@ -10,6 +10,7 @@ from temporalio.client import Client as TemporalClient
 from temporalio.client import WorkflowHandle
 
 from toolnexus._checks import positive_int
+from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
@@ -203,7 +204,7 @@ class RunHandle:
 def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
     """The ``RunResult`` of a finished durable run, with its session log rebuilt in order."""
     session = Session()
-    session.append("user_message", {"content": prompt})
+    session.append("user_message", {"content": encodable_text(prompt)})  # as sent
     records: list[ToolCallRecord] = []
     usage = Usage()
     models: list[str] = []
