@@ -299,3 +299,22 @@ async def test_a_sub_agent_waiting_on_a_relay_call_is_pending_and_resumable(
     assert [m["role"] for m in child.history][-3:] == ["assistant", "tool", "assistant"]
     with pytest.raises(AgentError, match="is not waiting for answers"):
         runtime.resume(child, {"r1": "teal"})
+
+
+async def test_a_turn_that_fails_before_its_transcript_keeps_what_it_took(
+    provider: FakeProvider,
+) -> None:
+    """A turn whose request fails never delivered its prompt and inbox items: they stay queued
+    for the next wake instead of vanishing with the failed turn."""
+    provider.router = lambda body: Turn(status=500)
+    runtime = runtime_for(provider)
+    child = runtime.spawn(runtime.root, "researcher")
+    runtime.post(child, "the note")
+    runtime.wake(child, "the prompt")
+    failed = await runtime.wait(child)
+    assert failed.status == "error"
+    assert list(child.prompts) == ["the prompt"] and list(child.inbox) == ["the note"]
+    provider.router = lambda body: Turn(text=f"read: {last(body)['content']}")
+    runtime.wake(child)
+    done = await runtime.wait(child)
+    assert done.text == "read: the prompt\n\nMessages received:\n- the note"

@@ -156,6 +156,12 @@ def _with_members(agents: Sequence[AgentDefinition]) -> Iterator[AgentDefinition
         yield from _with_members(definition.members)
 
 
+def _give_back(handle: Handle, taken: tuple[list[str], list[str]]) -> None:
+    """Put the prompts and inbox items a turn took, and never delivered, back in front."""
+    handle.prompts.extendleft(reversed(taken[0]))
+    handle.inbox.extendleft(reversed(taken[1]))
+
+
 def _coalesce(prompts: deque[str], inbox: deque[str]) -> str:
     parts = list(prompts)
     if inbox:
@@ -381,7 +387,9 @@ class AgentRuntime:
         """Cancel the running turn of ``handle`` (its result: ``interrupted``).
 
         The prompts and inbox items the cut-short turn had taken go back to the front of the
-        handle's queue and inbox, in order: the next `wake` sends them (nothing posted is lost).
+        handle's queue and inbox, in order: the next `wake` sends them (nothing posted is lost;
+        the same holds for a turn that fails, or finds its budget used up, before its
+        transcript has them).
         """
         if handle._task is not None and not handle._task.done():
             handle._task.cancel()
@@ -434,13 +442,15 @@ class AgentRuntime:
             while go_on:
                 taken = (list(handle.prompts), list(handle.inbox))
                 message = _coalesce(handle.prompts, handle.inbox) or "Continue."
+                before = handle.history
                 result = await self._turn(handle, message)
+                if handle.history is before and result.status != "pending":
+                    _give_back(handle, taken)  # the turn failed before its transcript took them
                 taken = ([], [])
                 go_on = result.status == "done" and bool(handle.prompts or handle.inbox)
         except asyncio.CancelledError:  # interrupt() or close(): this task's own cancellation
             if not handle._closing:  # the turn never finished: what it took goes back
-                handle.prompts.extendleft(reversed(taken[0]))
-                handle.inbox.extendleft(reversed(taken[1]))
+                _give_back(handle, taken)
             result = TaskResult(
                 status="closed" if handle._closing else "interrupted",
                 turns=result.turns,
