@@ -5,6 +5,7 @@ included), posts and prompts are data, and search works in every script."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from toolnexus import Tool, ToolHints, tool
 from toolnexus.agents import AgentError, AgentRuntime, Budget, agent
 from toolnexus.client import Client, create_client
 from toolnexus.errors import ConfigurationError
+from toolnexus.tools.relay import relay_tool
 from toolnexus.tools.tiers import tool_tiers
 
 
@@ -206,3 +208,113 @@ def test_team_members_must_be_names_or_definitions() -> None:
     lead = agent("lead", instructions="", team=[clash])
     with pytest.raises(ConfigurationError, match="two different agents are named 'researcher'"):
         AgentRuntime([agent("researcher", instructions="one"), lead], client=None)  # type: ignore[arg-type]
+
+
+async def test_interrupt_gives_back_the_prompt_and_inbox_items_the_turn_had_taken(
+    provider: FakeProvider,
+) -> None:
+    """`post` promises nothing is dropped: a turn cut short by `interrupt` had drained the
+    inbox and the wake prompt; they go back, in order, and the next wake sends them."""
+    asked = threading.Event()
+
+    def slow(body: dict[str, Any]) -> Turn:
+        asked.set()
+        return Turn(text=f"read: {last(body)['content']}", delay=5)
+
+    provider.router = slow
+    runtime = runtime_for(provider)
+    child = runtime.spawn(runtime.root, "researcher")
+    runtime.post(child, "first note")
+    runtime.post(child, {"second": "note"})
+    runtime.wake(child, "the wake prompt")
+    assert await asyncio.to_thread(asked.wait, 30)  # the turn took them; its request is out
+    assert not child.prompts and not child.inbox
+    runtime.post(child, "posted during the turn")
+    runtime.interrupt(child)
+    assert (await runtime.wait(child)).status == "interrupted"
+    assert list(child.prompts) == ["the wake prompt"]
+    assert list(child.inbox) == ["first note", '{"second": "note"}', "posted during the turn"]
+    provider.router = lambda body: Turn(text=f"read: {last(body)['content']}")
+    runtime.wake(child)
+    result = await runtime.wait(child)
+    assert result.status == "done"
+    sent = last(provider.requests[-1])["content"]
+    assert sent.startswith("the wake prompt\n\nMessages received:\n- first note\n")
+    assert sent.endswith('- {"second": "note"}\n- posted during the turn')
+    assert not child.prompts and not child.inbox
+
+
+PICK = relay_tool(
+    "pick_color",
+    "Ask the user for a color.",
+    {"type": "object", "properties": {"why": {"type": "string"}}},
+)
+
+
+@pytest.mark.parametrize("route", ["direct", "task"])
+async def test_a_sub_agent_waiting_on_a_relay_call_is_pending_and_resumable(
+    provider: FakeProvider, route: str
+) -> None:
+    """A turn that ends on a relay call is not a spent turn budget: the wake is ``pending``
+    with the calls, and `resume` carries it on with the host's answers."""
+
+    def route_turn(body: dict[str, Any]) -> Turn:
+        message = last(body)
+        if system(body) == "You pick.":
+            if message["role"] == "tool":
+                return Turn(text=f"the user chose {message['content']}")
+            return Turn(calls=[("r1", "pick_color", {"why": "style"})])
+        if message["role"] == "tool":  # the coordinator, told its delegate waits
+            return Turn(text="delegate waits")
+        return Turn(calls=[("t1", "task", {"agent": "picker", "prompt": "pick"})])
+
+    provider.router = route_turn
+    client = create_client(base_url=provider.url + "/v1", model="m", api_key="k")
+    picker = agent("picker", instructions="You pick.", tools=[PICK], budget=Budget(max_turns=10))
+    runtime = AgentRuntime(
+        [agent("lead", instructions="You lead.", team=[picker]), picker], client=client
+    )
+    if route == "direct":
+        child = runtime.spawn(runtime.root, "picker")
+        runtime.wake(child, "pick")
+    else:
+        lead = runtime.spawn(runtime.root, "lead")
+        runtime.wake(lead, "go")
+        told = await runtime.wait(lead)
+        assert told.status == "done"
+        [task] = [m for m in provider.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "is waiting for the host's answers to its calls pick_color (r1)" in task["content"]
+        [child] = lead.children
+    waiting = await runtime.wait(child)
+    assert waiting.status == "pending" and waiting.error is None
+    assert [(c.id, c.name) for c in waiting.pending] == [("r1", "pick_color")]
+    assert waiting.turns == 1
+    with pytest.raises(AgentError, match=r"waiting for answers to its relay calls pick_color"):
+        runtime.wake(child, "something else")
+    with pytest.raises(AgentError, match=r"no answer for the pending calls \['r1'\]"):
+        runtime.resume(child, {})
+    runtime.resume(child, {"r1": "teal"})
+    done = await runtime.wait(child)
+    assert done.status == "done" and done.text == "the user chose teal"
+    assert [m["role"] for m in child.history][-3:] == ["assistant", "tool", "assistant"]
+    with pytest.raises(AgentError, match="is not waiting for answers"):
+        runtime.resume(child, {"r1": "teal"})
+
+
+async def test_a_turn_that_fails_before_its_transcript_keeps_what_it_took(
+    provider: FakeProvider,
+) -> None:
+    """A turn whose request fails never delivered its prompt and inbox items: they stay queued
+    for the next wake instead of vanishing with the failed turn."""
+    provider.router = lambda body: Turn(status=500)
+    runtime = runtime_for(provider)
+    child = runtime.spawn(runtime.root, "researcher")
+    runtime.post(child, "the note")
+    runtime.wake(child, "the prompt")
+    failed = await runtime.wait(child)
+    assert failed.status == "error"
+    assert list(child.prompts) == ["the prompt"] and list(child.inbox) == ["the note"]
+    provider.router = lambda body: Turn(text=f"read: {last(body)['content']}")
+    runtime.wake(child)
+    done = await runtime.wait(child)
+    assert done.text == "read: the prompt\n\nMessages received:\n- the note"

@@ -130,6 +130,40 @@ async def test_a_tool_without_retries_gets_one_more_try(provider: FakeProvider) 
     assert len(provider.requests) == 2
 
 
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_retries_are_counted_per_response_not_per_call(
+    provider: FakeProvider, style: str
+) -> None:
+    """Three calls of one tool asking for another try in one response are one retry: the
+    model gets its next response to correct them all (a second tool counts on its own)."""
+    strict = Tool(
+        "strict",
+        "",
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        execute=lambda args: args["n"],
+        retries=1,
+    )
+    provider.script(
+        Turn(
+            calls=[
+                ("c1", "balance", {"account": "x"}),
+                ("c2", "balance", {"account": "y"}),
+                ("c3", "balance", {"account": "z"}),
+                ("c4", "strict", {"n": "one"}),
+                ("c5", "strict", {"n": "two"}),
+            ]
+        ),
+        Turn(calls=[("c6", "balance", {"account": "savings"}), ("c7", "strict", {"n": 1})]),
+        Turn(text="You have 5."),
+    )
+    result = await client_for(provider, style).run(
+        "how much?", tools=[balance, strict], deps=Bank({"savings": 5})
+    )
+    assert result.status == "done" and result.stopped_by is None
+    assert result.text == "You have 5." and len(provider.requests) == 3
+    assert [r.is_error for r in result.tool_calls] == [True] * 5 + [False, False]
+
+
 def test_run_sync_outside_and_inside_a_running_loop(provider: FakeProvider) -> None:
     provider.router = lambda body: Turn(text="hello")
     client = client_for(provider, "openai")

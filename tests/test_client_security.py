@@ -4,14 +4,17 @@ HTTP on 127.0.0.1 (see ``fake_provider.py``)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fake_provider import FakeProvider, Turn, Verbatim
 from test_client import client_for, run, tool_results
-from toolnexus import ToolCall, ToolHints, run_batch, tool
+from toolnexus import Session, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.testing import ScriptedModel
 from toolnexus.tools import Tool
 from toolnexus.tools.relay import relay_tool
 
@@ -230,3 +233,30 @@ async def test_resume_refuses_an_unsendable_answer_and_stays_resumable(
     final = await client.resume(pending, {"c1": "blue"})
     assert final.status == "done" and final.text == "thanks"
     assert dict(tool_results(final, "openai"))["c1"] == "blue"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [7 * 10**4999, -(10**5000), float("nan")],
+    ids=["a 5000-digit int", "a negative 5001-digit int", "NaN"],
+)
+def test_an_in_process_model_s_unwritable_arguments_fail_that_call(
+    value: Any, tmp_path: Path
+) -> None:
+    """A `ToolCall` whose decoded arguments JSON cannot write fails as that call's error; the
+    run, its usage estimate, its transcript and its session log go on."""
+    model = ScriptedModel(
+        [[ToolCall("c1", "echo", {"x": value}), ToolCall("c2", "echo", {})], "ok"]
+    )
+    session = Session()
+    result = create_client(model=model, code_mode="native").run_sync(
+        "go", tools=[echo], session=session
+    )
+    assert result.status == "done" and result.text == "ok"
+    first, second = result.tool_calls
+    assert first.is_error and "send the arguments as plain JSON" in first.output
+    assert not second.is_error
+    json.dumps(model.requests[-1], allow_nan=False)  # the transcript stays sendable
+    assert result.usage.total is not None and result.usage.total > 0
+    session.save(tmp_path / "s.jsonl")
+    assert Session.load(tmp_path / "s.jsonl").messages() == session.messages()

@@ -422,3 +422,50 @@ async def test_more_concurrent_runs_than_workers_all_finish() -> None:
     finally:
         await runtime.aclose()
     assert [o.get("result") for o in outs] == list(range(24))
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_a_queued_program_s_time_budget_starts_when_it_gets_a_worker(language: str) -> None:
+    """With one worker busy for most of the budget, a program queued behind it still has its
+    whole budget once it runs: waiting for a worker is not running."""
+    budget = 6.0
+    runtime: CodeRuntime = (
+        MontyRuntime(timeout=budget, max_workers=1)
+        if language == "python"
+        else V8Runtime(timeout=budget, max_concurrent=1)
+    )
+    ret = "" if language == "python" else "return "
+    release = asyncio.Event()
+    holding = asyncio.Event()
+    order: list[str] = []
+
+    async def hold(args: dict[str, Any]) -> str:
+        order.append("first holds the worker")
+        holding.set()
+        await release.wait()
+        return "released"
+
+    async def work(args: dict[str, Any]) -> str:
+        order.append("second runs")
+        await asyncio.sleep(budget / 2)  # half its budget, after waiting two thirds of it
+        return "worked"
+
+    tools = [Tool("hold", "", {"type": "object"}, execute=hold)]
+    tools.append(Tool("work", "", {"type": "object"}, execute=work))
+    try:
+        first = asyncio.ensure_future(
+            run_program(f"{ret}await tools.hold({{}})", tools, runtime=runtime)
+        )
+        await holding.wait()
+        second = asyncio.ensure_future(
+            run_program(f"{ret}await tools.work({{}})", tools, runtime=runtime)
+        )
+        await asyncio.sleep(budget * 2 / 3)  # the second waits for the only worker meanwhile
+        order.append("first released")
+        release.set()
+        assert await first == {"result": "released", "logs": []}
+        assert await second == {"result": "worked", "logs": []}
+    finally:
+        release.set()
+        await runtime.aclose()
+    assert order == ["first holds the worker", "first released", "second runs"]

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from toolnexus.codemode import run_program
+from toolnexus.codemode import render_sdk, run_program
 from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
+from toolnexus.tools import Tool
 
 SECRET = "toolnexus-test-secret-value"
 
@@ -443,3 +444,61 @@ async def test_locals_is_refused_up_front_and_the_worker_lives_on(
         "result": "locals()",
         "logs": [],
     }
+
+
+SUBSCRIPT_MISUSES = [
+    'await tools["add"]({"a": "one", "b": 2})',
+    "await tools['add']({'a': 1})",
+    'await tools["add"]({"a": 1, "b": 2, "c": 3})',
+    'f = tools["add"]\nawait f({"a": [1], "b": 2})',
+    '(await tools["count"]({"word": "abc"})).upper()',
+    'await tools["my-add"]({"a": "one", "b": 2})',
+]
+
+
+@pytest.mark.parametrize("code", SUBSCRIPT_MISUSES)
+async def test_the_subscript_form_is_type_checked_before_any_call(
+    monty_runtime: MontyRuntime, code: str
+) -> None:
+    """``tools["add"]`` is typed like ``tools.add``: a wrong argument fails the whole program as
+    ``type_error`` before any call (no earlier call runs, not even a harmless one)."""
+    ran: list[str] = []
+
+    def make(name: str, schema: dict[str, Any], result: Any) -> Tool:
+        def execute(args: dict[str, Any]) -> Any:
+            ran.append(name)
+            return result(args)
+
+        return Tool(name, "", schema, execute=execute, output_schema=output[name])
+
+    numbers = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    word = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
+    output = {
+        "add": {"type": "integer"},
+        "my-add": {"type": "integer"},
+        "count": {"type": "integer"},
+    }
+    tools = [
+        make("add", numbers, lambda a: a["a"] + a["b"]),
+        make("my-add", numbers, lambda a: a["a"] + a["b"]),
+        make("count", word, lambda a: len(a["word"])),
+    ]
+    out = await run_program(
+        'await tools.count({"word": "x"})\n' + code, tools, runtime=monty_runtime
+    )
+    assert out["error"]["kind"] == "type_error", out
+    assert ran == []
+    good = await run_program(
+        'await tools["add"]({"a": 1, "b": 2}) + (await tools["count"]({"word": "ab"}))',
+        tools,
+        runtime=monty_runtime,
+    )
+    assert good == {"result": 5, "logs": []}
+    assert ran == ["add", "count"]
+    # typed for the checker only: the description the model reads does not grow
+    assert 'Literal["add"]' not in render_sdk("python", tools)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
+from collections.abc import Iterator
+from pathlib import Path
 
 import toolnexus
 import toolnexus.agents
@@ -44,7 +47,7 @@ EXPECTED = {
         "EVERYTHING", "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
-    toolnexus.session: ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"],
     toolnexus.mcp: [
         "Gateway", "GatewayMode", "gateway_options", "load_config", "run_gateway", "serve",
         "serve_config",
@@ -135,30 +138,78 @@ LAYERS = [
     "cli",
 ]  # fmt: skip
 """Lowest first; a module may import its own layer and those below (private root modules
-like ``toolnexus._json`` belong to no layer and sit below all of them)."""
+like ``toolnexus._json`` sit on the lowest floor, with ``errors``)."""
 
 
 def _layer(module: str) -> int | None:
     parts = module.split(".")
     if parts[0] != "toolnexus" or len(parts) < 2:
         return None
+    if parts[1].startswith("_"):
+        return 0
     return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
 
 
-def test_no_module_imports_a_higher_layer_at_import_time() -> None:
-    import ast
-    from pathlib import Path
+def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[int, str]]:
+    """Every module ``tree`` imports, anywhere (in functions, methods, ``TYPE_CHECKING``
+    blocks, ``importlib.import_module("...")`` calls), with its line."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            target = ".".join([*(base if node.level else []), *filter(None, [node.module])])
+            yield node.lineno, target
+            if target == "toolnexus":  # from toolnexus import codemode
+                yield from ((node.lineno, f"toolnexus.{alias.name}") for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Name, ast.Attribute))
+            and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+            in ("import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value
 
-    src = Path(__file__).parent.parent / "src"
+
+def _upward_imports(src: Path) -> list[str]:
     upward = []
     for path in sorted(src.rglob("*.py")):
-        module = ".".join(path.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+        parts = path.relative_to(src).with_suffix("").parts
+        module = ".".join(parts).removesuffix(".__init__")
         own = _layer(module)
         if own is None:
             continue
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
-            if isinstance(node, ast.ImportFrom) and node.module:
-                target = _layer(node.module)
-                if target is not None and target > own:
-                    upward.append(f"{module} imports {node.module}")
-    assert upward == []
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, target in _imported(tree, module, parts[-1] == "__init__"):
+            layer = _layer(target)
+            if layer is not None and layer > own:
+                upward.append(f"{module} imports {target} (line {line})")
+    return sorted(set(upward))
+
+
+def test_no_module_imports_a_higher_layer_even_lazily() -> None:
+    """A lower layer never imports a higher one: at import time, inside a function, under
+    ``TYPE_CHECKING`` or through ``importlib``."""
+    assert _upward_imports(Path(__file__).parent.parent / "src") == []
+
+
+def test_the_layering_check_sees_lazy_imports(tmp_path: Path) -> None:
+    package = tmp_path / "toolnexus" / "tools"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from toolnexus.errors import ToolError\n")
+    (package / "_lazy.py").write_text(
+        "def f():\n    from toolnexus.codemode import direct_dispatch\n"
+        "class C:\n    def g(self):\n        import toolnexus.client\n"
+        "def h():\n    from .. import agents\n"
+        "def i():\n    import importlib\n    importlib.import_module('toolnexus.mcp')\n"
+    )
+    assert _upward_imports(tmp_path) == [
+        "toolnexus.tools._lazy imports toolnexus.agents (line 7)",
+        "toolnexus.tools._lazy imports toolnexus.client (line 5)",
+        "toolnexus.tools._lazy imports toolnexus.codemode (line 2)",
+        "toolnexus.tools._lazy imports toolnexus.mcp (line 10)",
+    ]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from typing import Any
 
 import pytest
 
 from helpers import Probe
-from toolnexus import ToolCall, ToolHints, create_client, tool
+from toolnexus import Session, ToolCall, ToolHints, create_client, tool
 from toolnexus.client import Usage
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.testing import FunctionModel, ModelReply, ScriptedModel
 
 
@@ -142,3 +144,51 @@ def test_every_call_gets_its_own_arguments_across_many_turns() -> None:
         result = client.run_sync("tour", tools=[visit])
         assert received == expected
         assert [r.arguments["city"] for r in result.tool_calls] == expected
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_function_model_is_held_to_turn_timeout(kind: str) -> None:
+    release = asyncio.Event()
+    blocked = threading.Event()
+
+    async def stuck_async(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        await release.wait()
+        return "never"
+
+    def stuck_sync(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        blocked.wait(30)  # a blocking model (set free when the test ends)
+        return "never"
+
+    model = FunctionModel(stuck_async if kind == "async" else stuck_sync)
+    client = create_client(model=model, turn_timeout=0.5, retries=0)
+    try:
+        with pytest.raises(ProviderError, match=r"within 0\.5 s \(turn_timeout\)"):
+            await client.run("hi")
+    finally:
+        release.set()
+        blocked.set()
+
+
+def test_the_function_gets_copies_of_the_messages() -> None:
+    """Editing what the function is shown changes neither the transcript nor what the next turn
+    is shown (a server only ever gets a copy)."""
+
+    def meddling(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        messages.append({"role": "user", "content": "INJECTED"})
+        messages[0]["content"] = "rewritten"
+        tools.clear()
+        if len(model.requests) == 1:
+            return [ToolCall("c1", "lookup", {"city": "Oslo"})]
+        return "done"
+
+    model = FunctionModel(meddling)
+    session = Session()
+    result = create_client(model=model, code_mode="native").run_sync(
+        "weather?", tools=[lookup], session=session
+    )
+    assert result.status == "done"
+    assert "INJECTED" not in json.dumps(model.requests)
+    assert model.requests[1][0] == {"role": "user", "content": "weather?"}
+    assert "INJECTED" not in json.dumps(session.messages())
+    assert "INJECTED" not in json.dumps(result.messages)
+    assert [m["role"] for m in model.requests[1]] == ["user", "assistant", "tool"]

@@ -93,3 +93,23 @@ async def test_call_tool_refuses_unknown_tools_and_keeps_approval_and_hooks() ->
     )
     (approved,) = await run_batch([call(3, "deploy", "prod")], tiers, run_ctx=ctx)
     assert approved.value == "deployed PROD" and ran == ["PROD"]
+
+
+async def test_call_tool_without_a_run_context_runs_no_tool_that_needs_approval() -> None:
+    """A bare run_batch (no run context to ask) still refuses a tool that needs approval and
+    runs the others."""
+    ran: list[str] = []
+    risky = Tool(
+        "deploy", "", {"type": "object"}, execute=lambda a: ran.append("deploy"),
+        requires_approval=True,
+    )  # fmt: skip
+    plain = Tool("ping", "", {"type": "object"}, execute=lambda a: "pong")
+    refused, answered = await run_batch(
+        [
+            ToolCall("c1", "call_tool", {"name": "deploy", "arguments": {}}),
+            ToolCall("c2", "call_tool", {"name": "ping", "arguments": {}}),
+        ],
+        tool_tiers([risky, plain], enabled=True),
+    )
+    assert refused.error is not None and "needs approval" in refused.error["message"]
+    assert answered.value == "pong" and ran == []

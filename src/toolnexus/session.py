@@ -23,16 +23,25 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import secrets
 import time
 from typing import Any, NamedTuple
 
-from toolnexus._json import loads_strict
+from toolnexus._json import MAX_NESTING, encodable_data, json_problem
 from toolnexus.errors import SessionError
 
-__all__ = ["BOOKKEEPING_TYPES", "SURFACE_TYPES", "Event", "Session"]
+__all__ = ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"]
+
+MAX_DEPTH = 2 * MAX_NESTING
+"""Deepest nesting of lists and dicts an event's data may hold (the data itself is level 1).
+
+Twice the nesting accepted from outside, so a recorded tool call or result (itself at most
+that deep) always fits inside its event. `Session.append` refuses deeper data and
+`Session.load` refuses a line holding it, so what is accepted is what reads back."""
 
 SURFACE_TYPES: dict[str, str] = {
     "system_message": "system",
@@ -116,9 +125,15 @@ class Session:
         ``data`` must be a JSON-shaped dict; it is copied, so later changes to it do not reach
         the log.
 
+        Only data that `save` can write and `load` read back unchanged is accepted: strings
+        without lone surrogates, integers within Python's digit limit, finite floats, nesting
+        at most `MAX_DEPTH` levels. An ``assistant_message`` must also have the shape the
+        client reads back: ``content`` a string (or null), ``tool_calls`` a list of objects
+        with a string ``id`` and ``name``.
+
         Raises:
             SessionError: ``type`` is not a non-empty string, or ``data`` is not JSON-shaped
-                (the message names the offending key).
+                or would not read back (the message names the offending key).
         """
         if not isinstance(type, str) or not type:
             raise SessionError(f"event type must be a non-empty string, got {type!r}")
@@ -132,6 +147,11 @@ class Session:
             raise SessionError(f"event {type!r} refused: {exc}") from None
         except RecursionError:
             raise SessionError(f"event {type!r} refused: data is nested too deeply") from None
+        # What is accepted must write and read back as it is: no lone surrogate, no integer
+        # past Python's digit limit, no deeper nesting than a saved line may hold.
+        problem = json_problem(copy, "data", max_depth=MAX_DEPTH) or _shape_problem(type, copy)
+        if problem:
+            raise SessionError(f"event {type!r} refused: {problem}")
         return self._append_json(type, copy)
 
     def _append_json(self, type: str, data: dict[str, Any], at: float | None = None) -> Event:
@@ -179,10 +199,37 @@ class Session:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the log to ``path`` as JSON lines, one event a line (``seq``, ``type``,
-        ``data``, ``time``), replacing the file. `load` reads it back."""
-        with open(path, "w", encoding="utf-8") as out:
-            for event in self._events:
-                out.write(event.json_line())
+        ``data``, ``time``), replacing the file. `load` reads it back.
+
+        The write is atomic: the lines go to a temporary file in the same folder, which is
+        flushed to disk and then renamed over ``path``. If anything fails on the way (a full
+        disk, an event that cannot be written), ``path`` still holds what it held before and
+        the temporary file is removed.
+
+        Raises:
+            SessionError: an event cannot be written as UTF-8 JSON (only possible for events
+                the library appended itself, which skip `append`'s check); nothing is replaced.
+            OSError: the folder cannot be written.
+        """
+        target = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(target))
+        temporary = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
+        # 0o666 less the umask, as open() would create it; a replaced file keeps its mode.
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for event in self._events:
+                    out.write(_encoded_line(event))
+                out.flush()
+                os.fsync(out.fileno())
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(temporary, os.stat(target).st_mode & 0o7777)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        _sync_folder(folder)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Session:
@@ -198,8 +245,15 @@ class Session:
             OSError: the file cannot be read.
         """
         session = cls()
-        with open(path, encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
+        with open(path, "rb") as lines:
+            for number, raw in enumerate(lines, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise SessionError(
+                        f"session file line {number}: not UTF-8 text (byte {exc.start} of the "
+                        "line); the file is damaged or was not written by Session.save"
+                    ) from None
                 if not line.strip():
                     continue
                 session._append_json(*_event_fields(line, number, len(session._events) + 1))
@@ -215,18 +269,124 @@ def _event_fields(
     """The type and (checked, copied) data of one saved event line."""
     where = f"session file line {number}"
     try:
-        record = loads_strict(line)
+        record = _loads_line(line)
     except ValueError as exc:
         raise SessionError(f"{where}: {exc}") from None
     if not isinstance(record, dict) or not {"seq", "type", "data"} <= record.keys():
         raise SessionError(f"{where}: not a saved event (seq, type, data, time)")
-    if record["seq"] != expected_seq:
+    seq = record["seq"]
+    if type(seq) is not int or seq != expected_seq:
         raise SessionError(
-            f"{where}: event number {record['seq']!r} where {expected_seq} was expected "
+            f"{where}: event number {seq!r} where {expected_seq} was expected "
             "(events are missing or out of order)"
         )
     kind, data = record["type"], record["data"]
     if not isinstance(kind, str) or not kind or not isinstance(data, dict):
         raise SessionError(f"{where}: an event needs a type (text) and data (an object)")
+    problem = _shape_problem(kind, data)
+    if problem:
+        raise SessionError(f"{where}: {problem}")
     at = record.get("time")
-    return kind, _json_copy(data, "data"), at if isinstance(at, (int, float)) else None
+    if type(at) is int or type(at) is float:  # not a bool (_loads_line refused NaN)
+        return kind, _json_copy(data, "data"), at
+    return kind, _json_copy(data, "data"), None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads_line(line: str) -> Any:
+    """One saved line decoded strictly (as `toolnexus._json.loads_strict`, but allowing the
+    nesting `MAX_DEPTH` lets an event's data have inside its record)."""
+    try:
+        record = json.loads(line, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:
+        raise ValueError(f"not valid JSON: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer past the digit limit
+        raise ValueError(f"not valid JSON ({str(exc).splitlines()[0]})") from None
+    problem = json_problem(record, "the line", max_depth=MAX_DEPTH + 1)
+    if problem:
+        raise ValueError(f"not valid JSON: {problem}")
+    return record
+
+
+def _shape_problem(kind: str, data: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of an event the library reads back, or ``None``.
+
+    Only ``assistant_message`` has fields the client reads as more than text: its
+    ``tool_calls`` are answered on resume and sent again as history, so a damaged one (a
+    string, a call without an id) would fail a later run far from its cause. Only what the
+    library reads is checked; any other key is the caller's.
+    """
+    if kind != "assistant_message":
+        return None
+    content = data.get("content")
+    if content is not None and not isinstance(content, str):
+        return "assistant_message content must be a string (or null)"
+    calls = data.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            return "assistant_message tool_calls must be a list of calls, got " + _kind(calls)
+        for i, call in enumerate(calls):
+            if not isinstance(call, dict):
+                return f"assistant_message tool_calls[{i}] must be an object, got {_kind(call)}"
+            for key in ("id", "name"):
+                if not isinstance(call.get(key), str):
+                    return f"assistant_message tool_calls[{i}] needs a string {key!r}"
+    provider = data.get("provider")
+    if provider is not None and not (
+        isinstance(provider, dict)
+        and isinstance(provider.get("style"), str)
+        and isinstance(provider.get("message"), dict)
+    ):
+        return (
+            "assistant_message provider must be an object with a string 'style' and an "
+            "object 'message'"
+        )
+    return None
+
+
+def _kind(value: object) -> str:
+    kinds = {str: "a string", bool: "a boolean", type(None): "null", list: "a list"}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return kinds.get(type(value), "an object")
+
+
+def _encoded_line(event: Event) -> bytes:
+    """The event's line as UTF-8 bytes, or a `SessionError` naming the event.
+
+    `append` refuses text UTF-8 cannot write, but the library records some events itself
+    without that check (a model's reply, its call ids): a lone surrogate there is written as
+    U+FFFD, which is also what the model was sent (request bodies are mended the same way).
+    """
+    try:
+        return event.json_line().encode("utf-8")
+    except UnicodeEncodeError:
+        mended = event._replace(data=encodable_data(event.data))
+        try:
+            return mended.json_line().encode("utf-8")
+        except (ValueError, UnicodeEncodeError, RecursionError) as exc:
+            problem = json_problem(event.data, "data", max_depth=MAX_DEPTH) or str(exc)
+    except (ValueError, RecursionError) as exc:
+        problem = json_problem(event.data, "data", max_depth=MAX_DEPTH) or str(exc)
+    raise SessionError(
+        f"event {event.seq} ({event.type!r}) cannot be saved: {problem}; nothing was written"
+    )
+
+
+def _sync_folder(folder: str) -> None:
+    """Flush the rename itself to disk (where the platform allows opening a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

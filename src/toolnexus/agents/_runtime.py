@@ -19,7 +19,7 @@ import itertools
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,27 +27,41 @@ from toolnexus._checks import positive_int
 from toolnexus._json import encodable_text, json_problem
 from toolnexus._tracing import agent_turn_span
 from toolnexus.agents._definition import AgentDefinition, Budget
-from toolnexus.client import Client, Usage
+from toolnexus.client import Client, RunResult, Usage
 from toolnexus.errors import AgentError, ConfigurationError, ProviderError
-from toolnexus.scheduling import snapshot
+from toolnexus.scheduling import ToolCall, snapshot
 from toolnexus.tools import Tool
 
 __all__ = ["AgentError", "AgentRuntime", "Handle", "TaskResult", "TaskStatus"]
 
 logger = logging.getLogger("toolnexus.agents")
 
-TaskStatus = Literal["done", "incomplete", "interrupted", "closed", "timeout", "error"]
+TaskStatus = Literal["done", "incomplete", "pending", "interrupted", "closed", "timeout", "error"]
 
 
 @dataclass
 class TaskResult:
-    """How an agent's wake ended."""
+    """How an agent's wake ended.
+
+    Attributes:
+        text: The agent's last text.
+        status: ``done``, ``incomplete`` (a budget or ``max_turns``; ``error`` says which),
+            ``pending`` (its turn waits for the host's answers to relay calls, listed in
+            ``pending``: give them to `AgentRuntime.resume`),
+            ``interrupted``, ``closed``, ``timeout`` (of `AgentRuntime.wait` only: the agent
+            keeps running) or ``error``.
+        turns: Model round trips of the wake.
+        usage: Tokens of the wake.
+        error: What went wrong, in words, when ``status`` is not ``done`` or ``pending``.
+        pending: When ``status`` is ``pending``: the relay calls waiting for answers.
+    """
 
     text: str = ""
     status: TaskStatus = "done"
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    pending: list[ToolCall] = field(default_factory=list)
 
 
 class Handle:
@@ -76,6 +90,8 @@ class Handle:
         self._last: TaskResult | None = None
         self._closing = False
         self._client: Client | None = None  # its definition and budget never change: made once
+        self._paused: RunResult | None = None  # a run waiting for answers to its relay calls
+        self._answers: Mapping[str, Any] | None = None  # given to resume, for the next wake
 
     @property
     def name(self) -> str:
@@ -138,6 +154,12 @@ def _with_members(agents: Sequence[AgentDefinition]) -> Iterator[AgentDefinition
     for definition in agents:
         yield definition
         yield from _with_members(definition.members)
+
+
+def _give_back(handle: Handle, taken: tuple[list[str], list[str]]) -> None:
+    """Put the prompts and inbox items a turn took, and never delivered, back in front."""
+    handle.prompts.extendleft(reversed(taken[0]))
+    handle.inbox.extendleft(reversed(taken[1]))
 
 
 def _coalesce(prompts: deque[str], inbox: deque[str]) -> str:
@@ -281,10 +303,43 @@ class AgentRuntime:
         self._open(handle)
         if handle.parent is None:
             raise AgentError("the root is the host; wake the agents it spawned")
+        if handle._paused is not None and handle.status not in ("running", "queued"):
+            waiting = ", ".join(f"{c.name} ({c.id})" for c in handle._paused.pending)
+            raise AgentError(
+                f"{handle.id} is waiting for answers to its relay calls {waiting}; give them "
+                "with AgentRuntime.resume(handle, answers) (post() queues messages meanwhile)"
+            )
         if prompt:
             handle.prompts.append(prompt)
         if handle.status in ("running", "queued"):
             return
+        self._schedule(handle)
+
+    def resume(self, handle: Handle, answers: Mapping[str, Any]) -> None:
+        """Carry on a ``pending`` wake with the host's answers to its relay calls, in the
+        background (as `wake` does); `wait` gives the result.
+
+        Args:
+            handle: An agent whose last wake ended ``pending``.
+            answers: One answer per pending call, by call id (a value, a ``ToolResult`` or an
+                ``Outcome``), as for ``client.resume``.
+
+        Raises:
+            AgentError: the handle is closed, not waiting for answers, or an answer is missing.
+        """
+        self._open(handle)
+        paused = handle._paused
+        if paused is None or handle.status in ("running", "queued"):
+            raise AgentError(f"{handle.id} is not waiting for answers to relay calls")
+        missing = [c.id for c in paused.pending if c.id not in answers]
+        if missing:
+            raise AgentError(f"no answer for the pending calls {missing} of {handle.id}")
+        handle._answers = dict(answers)
+        self._schedule(handle)
+
+    def _schedule(self, handle: Handle) -> None:
+        """Start a wake of ``handle`` now, or queue it behind its parent's running children."""
+        assert handle.parent is not None
         handle._done = asyncio.get_running_loop().create_future()
         parent = handle.parent
         if parent.running_children < self.max_children:
@@ -329,7 +384,13 @@ class AgentRuntime:
         handle.inbox.append(encodable_text(item))
 
     def interrupt(self, handle: Handle) -> None:
-        """Cancel the running turn of ``handle`` (its result: ``interrupted``)."""
+        """Cancel the running turn of ``handle`` (its result: ``interrupted``).
+
+        The prompts and inbox items the cut-short turn had taken go back to the front of the
+        handle's queue and inbox, in order: the next `wake` sends them (nothing posted is lost;
+        the same holds for a turn that fails, or finds its budget used up, before its
+        transcript has them).
+        """
         if handle._task is not None and not handle._task.done():
             handle._task.cancel()
 
@@ -372,13 +433,24 @@ class AgentRuntime:
 
     async def _wake_cycle(self, handle: Handle) -> TaskResult:
         result = TaskResult(status="error", error="no turn ran")
+        taken: tuple[list[str], list[str]] = ([], [])  # what the running turn drained
         try:
-            while True:
+            go_on = True
+            if handle._answers is not None:
+                result = await self._resume_turn(handle)
+                go_on = result.status == "done" and bool(handle.prompts or handle.inbox)
+            while go_on:
+                taken = (list(handle.prompts), list(handle.inbox))
                 message = _coalesce(handle.prompts, handle.inbox) or "Continue."
+                before = handle.history
                 result = await self._turn(handle, message)
-                if result.status != "done" or not (handle.prompts or handle.inbox):
-                    break
+                if handle.history is before and result.status != "pending":
+                    _give_back(handle, taken)  # the turn failed before its transcript took them
+                taken = ([], [])
+                go_on = result.status == "done" and bool(handle.prompts or handle.inbox)
         except asyncio.CancelledError:  # interrupt() or close(): this task's own cancellation
+            if not handle._closing:  # the turn never finished: what it took goes back
+                _give_back(handle, taken)
             result = TaskResult(
                 status="closed" if handle._closing else "interrupted",
                 turns=result.turns,
@@ -450,6 +522,32 @@ class AgentRuntime:
             except Exception as exc:  # any failure ends the turn as data and frees its slot
                 logger.warning("the turn of %s failed", handle.id, exc_info=True)
                 return TaskResult(status="error", error=f"{type(exc).__name__}: {exc}")
+        return self._ended(handle, run)
+
+    async def _resume_turn(self, handle: Handle) -> TaskResult:
+        """The paused run carried on with the answers `resume` was given."""
+        paused, answers = handle._paused, handle._answers
+        assert paused is not None
+        assert answers is not None
+        client = self._client_for(handle)
+        with agent_turn_span(handle.name, handle.id):
+            try:
+                run = await client.resume(paused, answers)
+            except ProviderError as exc:
+                return TaskResult(status="error", error=str(exc))
+            except Exception as exc:  # any failure ends the turn as data and frees its slot
+                logger.warning("the resumed turn of %s failed", handle.id, exc_info=True)
+                return TaskResult(status="error", error=f"{type(exc).__name__}: {exc}")
+            finally:
+                handle._answers = None
+        return self._ended(handle, run)
+
+    def _ended(self, handle: Handle, run: RunResult) -> TaskResult:
+        """A finished (or paused) run as the wake's result; the history keeps what it said."""
+        handle._paused = None
+        if run.status == "pending":  # relay calls wait for the host: resumable, not over
+            handle._paused = run
+            return TaskResult(run.text, "pending", run.turns, run.usage, pending=list(run.pending))
         handle.history = run.messages  # its usage and tool calls were counted as they happened
         if run.status == "done":
             return TaskResult(run.text, "done", run.turns, run.usage)

@@ -42,12 +42,13 @@ def task_tool(runtime: AgentRuntime, handle: Handle) -> Tool:
         claimed.add(child)
         try:
             result = await runtime.wait(child)
-            await runtime.close(child)
+            if result.status != "pending":  # a pending child stays open for the host's answers
+                await runtime.close(child)
         finally:
             claimed.discard(child)
         if handle.task_children.get(key) is child:
             del handle.task_children[key]
-        metadata = {
+        metadata: dict[str, Any] = {
             "agent_id": child.id,
             "status": result.status,
             "turns": result.turns,
@@ -56,6 +57,15 @@ def task_tool(runtime: AgentRuntime, handle: Handle) -> Tool:
                 "output_tokens": result.usage.output_tokens,
             },
         }
+        if result.status == "pending":
+            waiting = ", ".join(f"{c.name} ({c.id})" for c in result.pending)
+            metadata["pending"] = [c.id for c in result.pending]
+            return ToolResult(
+                f"{child.id} is waiting for the host's answers to its calls {waiting}; it "
+                "carries on when the host resumes it",
+                True,
+                metadata,
+            )
         if result.status != "done":
             reason = result.error or result.status
             return ToolResult(f"{child.id} ended {result.status}: {reason}", True, metadata)

@@ -524,7 +524,9 @@ def create_client(
     _check_forced_choice(style, tool_choice, request_params or {})
     built: Style
     if isinstance(model, FunctionModel):
-        built = InProcessStyle(model, system_prompt)
+        built = InProcessStyle(
+            model, system_prompt, WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout)
+        )
         built.request_params = dict(request_params or {})
     else:
         built = _build_style(

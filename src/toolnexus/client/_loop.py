@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolnexus._json import json_problem
+from toolnexus._json import encodable_text, json_problem
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -126,7 +126,8 @@ class _Run:
         self.config = config
         self.output = output
         self.session = session
-        self.session.append("user_message", {"content": prompt})
+        # recorded as sent: a lone surrogate goes out (and into the log) as U+FFFD
+        self.session.append("user_message", {"content": encodable_text(prompt)})
         self.messages = config.style.opening(history, prompt)
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
@@ -274,17 +275,24 @@ class _Run:
         self.count_retries(calls, outcomes)
 
     def count_retries(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
-        """Count the calls the model was asked to try again; past a tool's ``retries``, the
-        run stops (``stopped_by`` says which tool)."""
-        for call, outcome in zip(calls, outcomes, strict=True):
-            if not (outcome.metadata or {}).get(RETRY):
-                continue
-            self.retries[call.name] += 1
-            tool = self.kit.get(call.name)
+        """Count the tools the model was asked to try again; past a tool's ``retries``, the
+        run stops (``stopped_by`` says which tool).
+
+        One response's calls are counted once per tool: three calls of one tool asking for
+        another try in one response are one retry of that tool, the model's next response.
+        """
+        asked = dict.fromkeys(  # in call order, each tool once
+            call.name
+            for call, outcome in zip(calls, outcomes, strict=True)
+            if (outcome.metadata or {}).get(RETRY)
+        )
+        for name in asked:
+            self.retries[name] += 1
+            tool = self.kit.get(name)
             allowed = DEFAULT_RETRIES if tool is None or tool.retries is None else tool.retries
-            if self.retries[call.name] > allowed and self.stopped_by is None:
+            if self.retries[name] > allowed and self.stopped_by is None:
                 self.stopped_by = (
-                    f"tool '{call.name}' needed another try more often than its retries "
+                    f"tool '{name}' needed another try more often than its retries "
                     f"({allowed}) allow"
                 )
 

@@ -9,6 +9,8 @@ streaming events, usage) exactly as against a server, with no HTTP. Re-exported 
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import inspect
 import json
 import ssl
@@ -16,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage
-from toolnexus.client.styles._openai import OpenAIStyle
+from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
+from toolnexus.client.styles._openai import OpenAIStyle, _raw
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
 
@@ -71,9 +73,18 @@ class FunctionModel:
         """The messages of every turn it was asked for, in order (for assertions)."""
 
     async def reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        """The function's answer to one turn."""
-        self.requests.append(json.loads(json.dumps(messages)))
-        answer = self.fn(messages, tools)
+        """The function's answer to one turn.
+
+        The function gets copies of the messages and tools, as a server gets them over the
+        wire: changing them changes nothing in the run. A sync function runs in a worker
+        thread, so the client's ``turn_timeout`` holds for it as for an async one.
+        """
+        self.requests.append(copy.deepcopy(messages))
+        shown, offered = copy.deepcopy(messages), copy.deepcopy(tools)
+        if inspect.iscoroutinefunction(self.fn):
+            answer = self.fn(shown, offered)
+        else:
+            answer = await asyncio.to_thread(self.fn, shown, offered)
         if inspect.isawaitable(answer):
             answer = await answer
         return answer
@@ -96,7 +107,9 @@ class ScriptedModel(FunctionModel):
         self._next = 0
         super().__init__(self._scripted, name=name)
 
-    def _scripted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+    async def _scripted(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Any:  # async: it never blocks, so it answers on the loop, in order
         if self._next >= len(self.replies):
             raise ConfigurationError(
                 f"{self.name} has {len(self.replies)} replies and was asked for turn "
@@ -118,8 +131,12 @@ class InProcessStyle(OpenAIStyle):
     name = "in-process"
     keeps_state = False
 
-    def __init__(self, model: FunctionModel, system_prompt: str | None) -> None:
-        super().__init__(_no_sdk, model.name, system_prompt, {}, f"in-process:{model.name}")
+    def __init__(
+        self, model: FunctionModel, system_prompt: str | None, wire: WireOptions | None = None
+    ) -> None:
+        super().__init__(
+            _no_sdk, model.name, system_prompt, {}, f"in-process:{model.name}", wire=wire
+        )
         self.function_model = model
 
     async def sdk(self) -> Any:
@@ -165,10 +182,8 @@ class InProcessStyle(OpenAIStyle):
                 "ToolCall, or a ModelReply."
             )
         usage = answer.usage or Usage(
-            _estimate(json.dumps(messages)),
-            _estimate(
-                answer.text + json.dumps([[c.name, c.arguments] for c in answer.calls], default=str)
-            ),
+            _estimate(json.dumps(messages, default=str)),
+            _estimate(answer.text + "".join(c.name + _raw(c.arguments) for c in answer.calls)),
         )
         return self._turn(
             answer.text, list(answer.calls), usage, "tool_calls" if answer.calls else "stop"

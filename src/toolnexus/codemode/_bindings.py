@@ -83,6 +83,11 @@ class RunContext(Generic[Deps]):
     call_id: str | None = None
     caller: str | None = None
 
+    def dispatch_tool_call(self, tool: Tool, args: dict[str, Any], /) -> Awaitable[Outcome]:
+        """Run one call of ``tool`` under this context: approval, hooks, the tool
+        (`direct_dispatch`). How ``call_tool`` of tool tiers runs the tool it calls."""
+        return direct_dispatch(tool, args, self)
+
 
 def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
     return policy.needs_approval(tool) if policy is not None else tool.requires_approval

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolnexus._checks import positive_number
-from toolnexus._json import json_problem
+from toolnexus._json import encodable_data, json_problem
 from toolnexus._text import clip_middle
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import (
@@ -292,7 +292,7 @@ async def _execute(
     )
     if session is not None and description is not None:
         event = {"id": call_id, "language": chosen.language, "description": description}
-        session.log_event("code_run", event)
+        session.log_event("code_run", encodable_data(event))  # the model's text, mended
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(

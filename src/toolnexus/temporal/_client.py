@@ -14,6 +14,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from toolnexus._checks import positive_int, positive_number
+from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.client._loop import assistant_message, provider_stop
 from toolnexus.errors import ConfigurationError, ProviderError
@@ -367,7 +368,7 @@ class RunHandle:
 def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
     """The ``RunResult`` of a finished durable run, with its session log rebuilt in order."""
     session = Session()
-    session.append("user_message", {"content": prompt})
+    session.append("user_message", {"content": encodable_text(prompt)})  # as sent
     records: list[ToolCallRecord] = []
     usage = Usage()
     models: list[str] = []

@@ -4,26 +4,42 @@ Declaring hundreds of tools costs prompt space on every request and confuses mod
 the model sees two tools: ``tool_search(query, limit)`` (safe) finds tools by name, description
 and parameter names and returns their schemas; ``call_tool(name, arguments)`` calls one, with
 the concurrency class of the tool it calls, for those arguments (a tool's safety may depend on
-its arguments). The called tool still goes through approval and hooks (``direct_dispatch``).
-Native mode only: Code Mode programs call tools directly.
+its arguments). The called tool still goes through approval and hooks: the run's context, handed
+in from above with each call, dispatches it (see `TierDispatch`); this module knows nothing of
+how. Native mode only: Code Mode programs call tools directly.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from toolnexus._checks import positive_int
 from toolnexus.tools._safety import concurrency_mode
 from toolnexus.tools._tool import Tool, ToolHints
 
-__all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "SEARCH_SCHEMA", "TOOL_SEARCH", "search_tools",
-           "tool_tiers"]  # fmt: skip
+__all__ = ["CALL_TOOL", "DEFAULT_THRESHOLD", "SEARCH_SCHEMA", "TOOL_SEARCH", "TierDispatch",
+           "search_tools", "tool_tiers"]  # fmt: skip
 
 TOOL_SEARCH = "tool_search"
 CALL_TOOL = "call_tool"
 DEFAULT_THRESHOLD = 40
+
+
+@runtime_checkable
+class TierDispatch(Protocol):
+    """A run context that dispatches a call itself, with its approval and hooks.
+
+    ``call_tool`` hands the tool it calls to the context it was called with
+    (``toolnexus.codemode.RunContext`` is one), so the called tool gets exactly the approval and
+    hooks a direct call gets, while the tools layer imports nothing above it.
+    """
+
+    def dispatch_tool_call(self, tool: Tool, args: dict[str, Any], /) -> Awaitable[Any]:
+        """Run one call of ``tool`` with ``args``: approval, hooks, the tool."""
+        ...
+
 
 SEARCH_SCHEMA = {
     "type": "object",
@@ -130,9 +146,16 @@ def tool_tiers(
         return concurrency_mode(tool, arguments) == "parallel"
 
     async def call(args: dict[str, Any], ctx: Any) -> Any:
-        from toolnexus.codemode import direct_dispatch  # the tool's own approval and hooks
-
-        return await direct_dispatch(target(args["name"]), dict(args["arguments"]), ctx)
+        tool, arguments = target(args["name"]), dict(args["arguments"])
+        if isinstance(ctx, TierDispatch):  # the run's own approval and hooks
+            return await ctx.dispatch_tool_call(tool, arguments)
+        # No run context (a bare run_batch): no hooks, and no one to ask for an approval.
+        if tool.requires_approval:
+            raise PermissionError(
+                f"call to '{tool.name}' needs approval and no approval handler is configured; "
+                "it was not run"
+            )
+        return await tool.invoke(arguments, ctx)
 
     search_tool = Tool(
         TOOL_SEARCH,

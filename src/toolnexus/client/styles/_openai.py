@@ -24,6 +24,7 @@ try:
 except ImportError:  # the in-process test models reuse this style's shapes without the SDK
     _SDK_ERRORS = ()
 
+from toolnexus._snapshot import snapshot
 from toolnexus.client.styles._base import (
     CHOICE_WORDS,
     AssistantTurn,
@@ -236,7 +237,15 @@ class OpenAIStyle(Style):
 
 
 def _raw(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    """The arguments as the JSON text a server sends: text as it is; decoded arguments that
+    JSON cannot write (an in-process model's huge integer, ``NaN``, an object) as their
+    snapshot, so the transcript stays sendable while the call itself fails as data."""
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps(snapshot(arguments), allow_nan=False)
 
 
 FAILURE_MARK = "Error: "

@@ -25,6 +25,7 @@ __all__ = [
     "CodeRuntime",
     "FailureKind",
     "LogCapture",
+    "Patience",
     "ProgramFailure",
     "RunReport",
     "RunSlots",
@@ -32,7 +33,8 @@ __all__ = [
     "budget_timeout",
     "json_shape_problem",
     "out_of_memory",
-    "time_limit",
+    "patience_deadline",
+    "run_deadline",
 ]
 
 FailureKind = Literal[
@@ -83,16 +85,31 @@ class Budgets:
         _positive("max_sub_calls", self.max_sub_calls, integer=True)
 
 
-def time_limit(budgets: Budgets, patience: float | None) -> tuple[float, ProgramFailure]:
-    """How long a run may take, and the failure to report when it takes longer.
+Patience = tuple[float, "ProgramFailure"]
+"""The caller's patience: the loop time it runs out, and the failure to report then."""
 
-    The runtime's budget, or the caller's patience when that is shorter (a caller may shorten
-    a run, never extend it).
+
+def patience_deadline(loop_time: float, patience: float | None) -> Patience | None:
+    """The caller's patience as a deadline counted from ``loop_time`` (the call)."""
+    if patience is None:
+        return None
+    message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
+    return loop_time + patience, ProgramFailure("timeout", message)
+
+
+def run_deadline(
+    budgets: Budgets, started: float, patience: Patience | None
+) -> tuple[float, ProgramFailure]:
+    """When a run that got its worker at ``started`` must stop, and the failure to report then.
+
+    The runtime's time budget counts from ``started``, not from the call: a run queued behind
+    busy workers does not spend its budget waiting. The caller's patience, counted from the
+    call, ends it earlier when it runs out first (a caller may shorten a run, never extend it).
     """
-    if patience is not None and patience < budgets.timeout:
-        message = f"the run took longer than {patience:g} s (the caller's await_timeout)"
-        return patience, ProgramFailure("timeout", message)
-    return budgets.timeout, budget_timeout(budgets)
+    deadline = started + budgets.timeout
+    if patience is not None and patience[0] < deadline:
+        return patience
+    return deadline, budget_timeout(budgets)
 
 
 def budget_timeout(budgets: Budgets) -> ProgramFailure:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,13 +29,15 @@ import pydantic_monty as monty
 from toolnexus._checks import positive_int
 from toolnexus.codemode.runtimes._base import (
     Budgets,
+    Patience,
     ProgramFailure,
     RunReport,
     ToolCaller,
     budget_timeout,
     json_shape_problem,
     out_of_memory,
-    time_limit,
+    patience_deadline,
+    run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
 from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, program_problem
@@ -58,6 +61,11 @@ def _raised_by_host(exc: monty.MontyRuntimeError) -> bool:
     """
     frames = exc.traceback()
     return len(frames) >= 2 and frames[-1].filename != frames[0].filename
+
+
+def _remaining(deadline: float, loop: asyncio.AbstractEventLoop) -> float | None:
+    """Seconds until ``deadline`` (``None``: no deadline), never negative."""
+    return None if deadline == math.inf else max(deadline - loop.time(), 0.0)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -137,8 +145,9 @@ class MontyRuntime:
         if refused:
             return RunReport(failure=ProgramFailure("exception", refused))
         loop = asyncio.get_running_loop()
-        limit, late = time_limit(self.budgets, patience)
-        deadline = loop.time() + limit
+        # The caller's patience counts from now; the runtime's time budget only from when the
+        # program gets a worker (a queued program must not spend its budget waiting).
+        waited_for = patience_deadline(loop.time(), patience)
         pool = await self._ensure_pool()
         # The type check runs beside the session checkout and the prelude, not before them.
         check = (
@@ -152,7 +161,7 @@ class MontyRuntime:
             self._drivers.submit(
                 run.execute, pool, self._slots, self._limits(), code, list(tool_names), check
             )
-            failure, value = await self._supervise(run, deadline, late)
+            failure, value = await self._supervise(run, waited_for)
         finally:
             self._active.discard(run)
             for task in list(run.calls.values()):
@@ -223,13 +232,28 @@ class MontyRuntime:
             return self._pool
 
     async def _supervise(
-        self, run: Run, deadline: float, late: ProgramFailure
+        self, run: Run, patience: Patience | None
     ) -> tuple[ProgramFailure | None, Any]:
-        """Wait for the run's result; stop it at the deadline or when the caller cancels."""
+        """Wait for the run's result; stop it past its time budget (counted from when it got a
+        worker), past the caller's patience (counted from the call), or when the caller
+        cancels."""
         result = asyncio.wrap_future(run.result)
         result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
+        started = asyncio.wrap_future(run.started)
+        loop = run.loop
+        deadline = math.inf if patience is None else patience[0]
         try:
-            done, _ = await asyncio.wait({result}, timeout=max(deadline - run.loop.time(), 0))
+            # Queued for a worker: only the caller's patience runs.
+            await asyncio.wait(
+                {result, started},
+                timeout=_remaining(deadline, loop),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if started.done():  # the budget runs from here, unless the patience ends first
+                deadline, late = run_deadline(self.budgets, started.result(), patience)
+            else:  # it ended before it ran, or the patience ran out while it was queued
+                late = patience[1] if patience is not None else budget_timeout(self.budgets)
+            done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
         except asyncio.CancelledError:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
             raise

@@ -10,14 +10,16 @@ the program's own lines and columns.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import json
 import re
 import threading
 from collections import OrderedDict
 
 import pydantic_monty as monty
 
-__all__ = ["Checker", "CheckerCache"]
+__all__ = ["Checker", "CheckerCache", "checker_stubs"]
 
 _INDENT = "    "
 _POSITION = re.compile(r"^main\.py:(\d+):(\d+):", re.MULTILINE)
@@ -44,12 +46,66 @@ def _unwrap_positions(text: str) -> str:
     return _POSITION.sub(shift, text)
 
 
+_SUBSCRIPT_NAMES = ("Awaitable", "Callable", "Literal", "overload")
+
+
+def checker_stubs(sdk: str) -> str:
+    """The Python SDK as the type checker sees it: ``tools["name"]`` typed for every tool.
+
+    The SDK in ``run_code``'s description declares a tool whose name is an identifier once, as
+    a method, so ``tools["add"]`` would reach only the untyped fallback of ``__getitem__``
+    and a wrong argument would fail at the call instead of before any call. Here each such
+    method also gets its ``__getitem__`` overload (same argument and result types), ahead
+    of the fallback: the subscript form is checked like the attribute form, at no cost to the
+    description the model reads. Anything that is not a Tools class of that shape is left as
+    it is.
+    """
+    try:
+        tree = ast.parse(sdk)
+    except SyntaxError:
+        return sdk
+    tools = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tools"), None)
+    if tools is None:
+        return sdk
+    methods: list[ast.stmt] = []
+    overloads: list[ast.stmt] = []
+    for item in tools.body:
+        args = item.args.posonlyargs if isinstance(item, ast.AsyncFunctionDef) else []
+        if isinstance(item, ast.AsyncFunctionDef) and len(args) == 2 and args[1].annotation:
+            arg_type, result = (
+                ast.unparse(args[1].annotation),
+                (ast.unparse(item.returns) if item.returns else "Any"),
+            )
+            overloads.append(
+                ast.parse(
+                    f"@overload\ndef __getitem__(self, name: Literal[{json.dumps(item.name)}]) "
+                    f"-> Callable[[{arg_type}], Awaitable[{result}]]: ...\n"
+                ).body[0]
+            )
+        if not (isinstance(item, ast.FunctionDef) and item.name == "__getitem__"):
+            methods.append(item)
+    if not overloads:
+        return sdk
+    getitems = [i for i in tools.body if isinstance(i, ast.FunctionDef) and i.name == "__getitem__"]
+    if len(getitems) == 1:  # the fallback alone: it becomes an overload, then the implementation
+        fallback = getitems[0]
+        fallback.decorator_list = [ast.Name("overload")]
+        getitems.append(ast.parse("def __getitem__(self, name: str) -> Any: ...\n").body[0])  # type: ignore[arg-type]
+    tools.body = [*methods, *overloads, *getitems]
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "typing":
+            have = {a.name for a in node.names}
+            node.names += [ast.alias(n) for n in _SUBSCRIPT_NAMES if n not in have]
+            node.names.sort(key=lambda a: a.name)
+    return ast.unparse(tree) + "\n"
+
+
 class Checker:
     """One warm checker session for one SDK; use from one thread at a time."""
 
     def __init__(self, pool: monty.Monty, sdk: str) -> None:
         self._checkout = pool.checkout(
-            type_check=True, type_check_stubs=sdk, type_check_format="concise"
+            type_check=True, type_check_stubs=checker_stubs(sdk), type_check_format="concise"
         )
         self._session = self._checkout.__enter__()
         self.checks = 0

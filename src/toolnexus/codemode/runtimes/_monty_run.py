@@ -131,6 +131,7 @@ class Run:
         self.logs = LogCapture(budgets.max_output)
         self.result: Future[Any] = Future()  # the program's output, or why there is none
         self.finished: Future[None] = Future()  # the driver thread is done (session returned)
+        self.started: Future[float] = Future()  # loop.time() when it got a worker's slot
         self.calls: dict[int, asyncio.Task[Outcome]] = {}  # loop side only
         self.failures: dict[str, str] = {}  # failure message -> tool, to name an uncaught one
         self.stopped: ProgramFailure | None = None
@@ -183,6 +184,7 @@ class Run:
         try:
             with slots:
                 self._raise_if_stopped()
+                self.started.set_result(self.loop.time())  # its time budget starts now
                 checkout = pool.checkout(limits=limits)
                 session = checkout.__enter__()
                 try:

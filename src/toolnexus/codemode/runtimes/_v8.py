@@ -43,7 +43,8 @@ from toolnexus.codemode.runtimes._base import (
     RunSlots,
     ToolCaller,
     out_of_memory,
-    time_limit,
+    patience_deadline,
+    run_deadline,
 )
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, snapshot
@@ -267,14 +268,15 @@ class V8Runtime:
         Cancelling the awaiting task kills the process.
         """
         loop = asyncio.get_running_loop()
-        limit, late = time_limit(self.budgets, patience)
-        deadline = loop.time() + limit
-        try:
-            async with asyncio.timeout_at(deadline):  # waiting for a slot counts too
+        waited_for = patience_deadline(loop.time(), patience)
+        try:  # waiting for a slot counts against the caller's patience, not the budget
+            async with asyncio.timeout_at(None if waited_for is None else waited_for[0]):
                 await self._slots.acquire()
         except TimeoutError:
-            return RunReport(failure=late)
+            assert waited_for is not None
+            return RunReport(failure=waited_for[1])
         try:
+            deadline, late = run_deadline(self.budgets, loop.time(), waited_for)
             return await self._run(code, tool_names, call_tool, deadline, late)
         finally:
             self._slots.release()
