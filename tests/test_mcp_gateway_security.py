@@ -7,12 +7,21 @@ what no SDK would."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
+import toolnexus
+from conftest import free_port, listening
+from test_mcp_gateway import UPSTREAM, gateway, gateway_process, run_code, serve_command
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall, run_batch
 from toolnexus.tools.mcp import mcp_servers, parse_config
@@ -130,3 +139,226 @@ def test_the_servers_themselves_must_be_objects() -> None:
         parse_config({"mcpServers": ["up"]})
     with pytest.raises(ConfigurationError, match=r"mcpServers\.up must be an object"):
         parse_config({"mcpServers": {"up": "python server.py"}})
+
+
+# -- the gateway -----------------------------------------------------------------------------
+
+
+def write_config(tmp_path: Path, servers: dict[str, Any], **options: Any) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers, "toolnexus": options}))
+    return path
+
+
+def upstream() -> dict[str, Any]:
+    return {"command": sys.executable, "args": [UPSTREAM]}
+
+
+def text_of(result: Any) -> str:
+    assert isinstance(result, types.CallToolResult)
+    return "".join(getattr(part, "text", "") for part in result.content)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [{"approval_required": ["up_lookup"]}, {"mode": "strict", "allow": ["up_lookup"]}],
+)
+async def test_a_direct_call_needs_the_approval_a_programs_call_needs(
+    tmp_path: Path, policy: dict[str, Any]
+) -> None:
+    config = write_config(tmp_path, {"up": upstream()}, mode="both", policy=policy)
+    asked: list[str] = []
+
+    async def refuse(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": False})
+
+    async with gateway(config, elicitation=refuse) as session:
+        direct = await session.call_tool("up_lookup", {"key": "d", "delay": 0})
+        program = await run_code(session, 'await tools.up_lookup({"key": "p", "delay": 0})')
+    assert program.structured_content["calls"][0]["status"] == "error"  # the program's rule
+    assert isinstance(direct, types.CallToolResult) and direct.is_error  # ... is the direct one
+    assert "value of d" not in text_of(direct) and "not approved" in text_of(direct)
+    assert len(asked) == 2 and "up_lookup" in asked[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "ran"),
+    [
+        ({"approve": True}, True),
+        ({"approve": "false"}, False),
+        ({"approve": "true"}, False),
+        ({"approve": 1}, False),
+    ],
+)
+async def test_only_a_boolean_true_is_consent(
+    config_path: Path, content: dict[str, Any], ran: bool
+) -> None:
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content=content)
+
+    async with gateway(config_path, "--mode", "both", elicitation=answer) as session:
+        program = await run_code(session, 'await tools.up_store({"key": "p", "delay": 0})')
+        direct = await session.call_tool("up_store", {"key": "d", "delay": 0})
+    assert (program.structured_content.get("result") == "stored p") is ran
+    assert ("stored d" in text_of(direct)) is ran
+
+
+@pytest.mark.parametrize("padding", [600, 5000])
+async def test_the_arguments_asked_about_are_whole_or_visibly_cut(
+    config_path: Path, padding: int
+) -> None:
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    key = " " * padding + "rm -rf /"
+    async with gateway(config_path, "--mode", "both", elicitation=answer) as session:
+        await session.call_tool("up_store", {"key": key, "delay": 0})
+    shown = json.dumps({"key": key, "delay": 0})
+    [message] = asked
+    if "rm -rf /" in message:
+        assert shown in message
+    else:  # cut, saying so and by how much
+        kept = message.split(" with ", 1)[1].split(" [... CUT: ")[0]
+        left_out = int(message.split("CUT: ")[1].split(" more")[0].replace(",", ""))
+        assert shown.startswith(kept) and len(kept) + left_out == len(shown)
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    return write_config(tmp_path, {"up": upstream()}, approval=["up_store"])
+
+
+async def test_a_direct_call_is_in_the_audit_log_as_it_happens(
+    config_path: Path, tmp_path: Path
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    async with gateway(config_path, "--mode", "both", "--audit-log", str(audit)) as session:
+        await session.call_tool("up_lookup", {"key": "d", "delay": 0})
+        written = audit.read_text()  # the gateway is still serving, no program ran
+    events = [json.loads(line) for line in written.splitlines()]
+    assert [e["type"] for e in events] == ["tool_call", "tool_result"]
+    assert events[0]["data"]["name"] == "up_lookup"
+    assert events[0]["data"]["id"] == events[1]["data"]["tool_call_id"]
+    assert "value of d" in events[1]["data"]["content"]
+
+
+@pytest.fixture
+def audited_http_gateway(config_path: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    audit = tmp_path / "audit.jsonl"
+    port = free_port()
+    extra = ("--transport", "http", "--port", str(port), "--audit-log", str(audit))
+    command = [sys.executable, *serve_command(config_path, *extra)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert listening(port, process, seconds=30), "the HTTP gateway did not start"
+        yield f"http://127.0.0.1:{port}/mcp", audit
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_audit_ids_are_unique_across_http_clients(
+    audited_http_gateway: tuple[str, Path],
+) -> None:
+    url, audit = audited_http_gateway
+    for _ in range(2):  # two clients, one after the other, the same requests each
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await run_code(session, 'await tools.up_lookup({"key": "k", "delay": 0})')
+    runs = [e for e in map(json.loads, audit.read_text().splitlines()) if e["type"] == "code_run"]
+    ids = [e["data"]["id"] for e in runs]
+    assert len(ids) == 2 and len(set(ids)) == 2, ids
+
+
+def serve_fails(config: Path, *extra: str) -> str:
+    """Start the gateway, which must refuse to: its one line on stderr."""
+    done = subprocess.run(
+        [sys.executable, *serve_command(config, *extra)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_an_unwritable_audit_log_is_refused_at_start(config_path: Path, tmp_path: Path) -> None:
+    line = serve_fails(config_path, "--audit-log", str(tmp_path / "no-folder" / "audit.jsonl"))
+    assert "audit log" in line and "cannot be written" in line
+    line = serve_fails(config_path, "--audit-log", str(tmp_path))  # a folder
+    assert "audit log" in line
+
+
+@pytest.mark.parametrize(
+    ("entry", "options", "said"),
+    [
+        ({"args": 5}, {}, "'up': args must be a list of strings"),
+        ({"env": "HOME=/"}, {}, "'up': env must be an object of strings"),
+        ({"headers": 5}, {}, "'up': headers must be an object of strings"),
+        ({"read_only_tools": 5}, {}, "'up': read_only_tools must be a list"),
+        ({"trust_annotations": "false"}, {}, "'up': trust_annotations must be true or false"),
+        ({}, {"audit_log": 5}, "toolnexus.audit_log must be a string"),
+        ({}, {"max_parallel": "4"}, "toolnexus.max_parallel must be a positive integer"),
+        ({}, {"mode": "all"}, 'toolnexus.mode must be "code" or "both"'),
+        ({}, {"budgets": {"timeout": "60"}}, "toolnexus.budgets.timeout must be a positive"),
+    ],
+)
+def test_a_config_of_the_wrong_type_is_one_line_naming_the_key(
+    tmp_path: Path, entry: dict[str, Any], options: dict[str, Any], said: str
+) -> None:
+    config = write_config(tmp_path, {"up": {**upstream(), **entry}}, **options)
+    assert said in serve_fails(config)
+
+
+def test_a_config_path_naming_a_folder_is_one_line(tmp_path: Path) -> None:
+    assert "is a folder" in serve_fails(tmp_path)
+
+
+async def test_the_server_announces_the_package_version(config_path: Path) -> None:
+    params = gateway_process(config_path)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        initialized = await session.initialize()
+    assert initialized.server_info.version == toolnexus.__version__
+
+
+async def test_clashing_upstream_names_are_all_offered_under_unique_names(tmp_path: Path) -> None:
+    servers = {"tool": hostile("search"), "x": hostile("y_z"), "x_y": hostile("z")}
+    config = write_config(tmp_path, servers, mode="both")
+    async with gateway(config) as session:
+        listed = (await session.list_tools()).tools
+        names = [t.name for t in listed]
+        answers = {
+            name: text_of(await session.call_tool(name, {"kind": "ok"})) for name in names[1:]
+        }
+    assert names[0] == "run_code" and len(names) == len(set(names)) == 4
+    assert "tool_search" not in names  # the gateway's own name is not taken
+    assert sorted(answers.values()) == ["search says ok", "y_z says ok", "z says ok"]
+    description = listed[0].description or ""
+    assert all(name in description for name in names[1:])  # listed, with what they were
+    assert "MCP server 'x_y'" in description and "MCP server 'x'" in description
+
+
+def test_a_tool_given_twice_or_named_like_the_gateways_own_is_refused_at_start(
+    tmp_path: Path,
+) -> None:
+    extra = tmp_path / "extra.py"
+    extra.write_text(
+        "from toolnexus import Tool\n\n"
+        "def make(name):\n"
+        "    return Tool(name, 'x', {'type': 'object'}, execute=lambda args: 1)\n\n"
+        "CLASH = [make('run_code')]\n"
+        "TWICE = [make('same'), make('same')]\n"
+    )
+    config = write_config(tmp_path, {})
+    assert "'run_code'" in serve_fails(config, "--tools", f"{extra}:CLASH")
+    assert "two tools are named 'same'" in serve_fails(config, "--tools", f"{extra}:TWICE")
