@@ -8,6 +8,7 @@ wrong one is a one-line `ConfigurationError` naming the key and what it must be.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -91,10 +92,15 @@ def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
         raise config_error("toolnexus.", exc, OPTIONS_MUST_BE) from None
     policy = checked.get("policy")
     if policy is not None:
+        known = [f.name for f in dataclasses.fields(PermissionPolicy)]
+        unknown = sorted(set(policy) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown key(s) {', '.join(unknown)} in toolnexus.policy; known: "
+                f"{', '.join(known)}."
+            )
         try:
             checked["policy"] = PermissionPolicy(**policy)
-        except TypeError as exc:
-            raise ConfigurationError(f"toolnexus.policy: {exc}") from None
         except ConfigurationError as exc:
             raise ConfigurationError(f"toolnexus.policy: {exc}") from None
     budgets = checked.get("budgets")

@@ -88,8 +88,11 @@ class Gateway:
             ``max_sub_calls``) when no ``runtime`` is given.
         approval: Names of tools whose every call needs the human's consent (asked through
             MCP elicitation; a client without elicitation gets the call refused, never run).
+            Programs' sub-calls and direct calls (``"both"`` mode) take the same approval
+            path, the policy's included; only an accepted boolean ``true`` is consent.
         audit_log: A JSON-lines file that receives every session event (each program's
-            ``code_run``, its sub-calls' ``tool_call`` events, cancellations) as it happens.
+            ``code_run``, its sub-calls' ``tool_call`` events, direct calls, cancellations) as
+            it happens; opened at once, so a path that cannot be written is refused here.
         runtime: The sandbox (the shared default for ``language`` otherwise).
         failures: Upstream servers that could not be reached, by name, with why: said in the
             ``run_code`` description, so the model knows what is missing.
@@ -100,7 +103,9 @@ class Gateway:
         name: The server's name, as MCP clients show it.
 
     Raises:
-        ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``.
+        ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``; an
+            ``audit_log`` that cannot be opened for appending; two tools of one name, or one
+            named like the gateway's own (`RESERVED_NAMES`).
     """
 
     def __init__(
