@@ -362,3 +362,31 @@ def test_a_tool_given_twice_or_named_like_the_gateways_own_is_refused_at_start(
     config = write_config(tmp_path, {})
     assert "'run_code'" in serve_fails(config, "--tools", f"{extra}:CLASH")
     assert "two tools are named 'same'" in serve_fails(config, "--tools", f"{extra}:TWICE")
+
+
+async def test_an_audit_log_that_fails_later_is_not_shown_to_programs_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    from mcp import Client
+
+    from toolnexus import Tool
+    from toolnexus.mcp import Gateway
+
+    folder = tmp_path / "audit-folder"
+    folder.mkdir()
+    audit = folder / "audit.jsonl"
+    echo = Tool("echo", "Echo.", {"type": "object"}, execute=lambda args: "echoed")
+    gateway_ = Gateway([echo], audit_log=audit)
+    audit.unlink(missing_ok=True)  # (created at start)
+    folder.rmdir()  # every write now fails
+    async with Client(gateway_.server) as client:
+        failing = await client.call_tool("run_code", {"code": "await tools.echo({})"})
+        folder.mkdir()  # writable again: the next write catches up
+        after = await client.call_tool("run_code", {"code": 'await tools.echo({"n": 2})'})
+    assert failing.structured_content is not None and after.structured_content is not None
+    assert failing.structured_content["result"] == after.structured_content["result"] == "echoed"
+    assert str(tmp_path) not in json.dumps(failing.structured_content)
+    assert not failing.is_error and not after.is_error
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [e["type"] for e in events].count("code_run") == 2  # the first program's too
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
