@@ -390,3 +390,25 @@ async def test_an_audit_log_that_fails_later_is_not_shown_to_programs_and_loses_
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [e["type"] for e in events].count("code_run") == 2  # the first program's too
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_an_unreadable_upstream_answer_fails_direct_calls_and_programs_at_once(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, {"h": hostile(timeout=50)}, mode="both")
+    program = """
+try:
+    await tools.h_answer({"kind": "deep"})
+    outcome = "answered"
+except ToolError as failure:
+    outcome = str(failure)
+outcome
+"""
+    async with gateway(config) as session:
+        direct = await asyncio.wait_for(session.call_tool("h_answer", {"kind": "cut"}), 30)
+        ran = await asyncio.wait_for(run_code(session, program), 30)
+        after = await session.call_tool("h_answer", {"kind": "ok"})
+    assert isinstance(direct, types.CallToolResult) and direct.is_error
+    assert "could not be read" in text_of(direct)
+    assert "could not be read" in ran.structured_content["result"]
+    assert text_of(after) == "answer says ok"
