@@ -6,11 +6,14 @@
     }}) as tools:
         result = await client.run("…", tools=[*tools, *builtin_tools()])
 
-Each server's tools are named ``<server>_<tool>`` (sanitised) with their schemas passed through.
+Each server's tools are named ``<server>_<tool>`` (sanitised; names that then clash are all
+given a digest suffix, see `McpTools`) with their schemas passed through.
 Annotations become [`ToolHints`][toolnexus.tools.ToolHints]: a ``readOnlyHint`` makes a tool safe,
 so it overlaps (the scheduling rule's safe class). Per server, ``trust_annotations: false`` makes
 every tool unsafe and ``read_only_tools: [...]`` marks named ones safe. A server that fails to start
-is reported (in ``tools.failures`` and the log) and left out; the others work.
+is reported (in ``tools.failures`` and the log) and left out; the others work. A message a
+server sends that the SDK cannot parse fails the calls waiting on that server at once, and
+every call has a deadline (the server's ``timeout``, 120 s by default).
 """
 
 from __future__ import annotations
