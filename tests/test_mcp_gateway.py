@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -45,11 +46,19 @@ def serve_command(config: Path, *extra: str) -> list[str]:
     return ["-m", "toolnexus.cli", "mcp", "serve", "--config", str(config), *extra]
 
 
+def gateway_process(config: Path, *extra: str) -> StdioServerParameters:
+    """The gateway as a stdio server, with this environment (the SDK passes a child only a
+    few variables by default, so a PYTHONPATH naming the sources under test would be lost)."""
+    return StdioServerParameters(
+        command=sys.executable, args=serve_command(config, *extra), env=dict(os.environ)
+    )
+
+
 @asynccontextmanager
 async def gateway(
     config: Path, *extra: str, elicitation: Any = None
 ) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=serve_command(config, *extra))
+    params = gateway_process(config, *extra)
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write, elicitation_callback=elicitation) as session,
@@ -358,7 +367,7 @@ async def test_an_upstream_tool_list_change_reaches_the_client(config: Path) -> 
         if isinstance(message, types.ToolListChangedNotification):
             changed.set()
 
-    params = StdioServerParameters(command=sys.executable, args=serve_command(config))
+    params = gateway_process(config)
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write, message_handler=on_message) as session,

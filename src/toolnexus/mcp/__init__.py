@@ -9,16 +9,14 @@ Needs the ``mcp`` extra.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from mcp.server.stdio import stdio_server
 
-from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError
-from toolnexus.mcp._gateway import Gateway, GatewayMode
+from toolnexus.mcp._config import gateway_options, load_config
+from toolnexus.mcp._gateway import RESERVED_NAMES, Gateway, GatewayMode
 from toolnexus.tools import Tool
 from toolnexus.tools.mcp import mcp_servers
 
@@ -33,9 +31,6 @@ __all__ = [
 ]
 
 Transport = Literal["stdio", "http"]
-
-OPTION_KEYS = ("language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets")
-"""What the ``toolnexus`` key of a gateway config may set (command-line options win)."""
 
 
 async def serve(
@@ -78,61 +73,6 @@ async def run_gateway(
     await uvicorn.Server(config).serve()
 
 
-def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The gateway options a config's ``toolnexus`` key sets, checked.
-
-    Raises:
-        ConfigurationError: an unknown key, or a value of the wrong kind.
-    """
-    options = config.get("toolnexus", {})
-    if not isinstance(options, Mapping):
-        raise ConfigurationError("the config's 'toolnexus' key must be an object of options.")
-    unknown = sorted(set(options) - set(OPTION_KEYS))
-    if unknown:
-        raise ConfigurationError(
-            f"unknown toolnexus option(s) {', '.join(unknown)} in the config; known: "
-            f"{', '.join(OPTION_KEYS)}."
-        )
-    approval = options.get("approval", [])
-    if not isinstance(approval, list) or not all(isinstance(n, str) for n in approval):
-        raise ConfigurationError("toolnexus.approval must be a list of tool names.")
-    checked = dict(options)
-    policy = options.get("policy")
-    if policy is not None:
-        if not isinstance(policy, Mapping):
-            raise ConfigurationError(
-                'toolnexus.policy must be an object, like {"deny": ["fs_write_file"]}.'
-            )
-        try:
-            checked["policy"] = PermissionPolicy(**policy)
-        except TypeError as exc:
-            raise ConfigurationError(f"toolnexus.policy: {exc}") from None
-    budgets = options.get("budgets")
-    if budgets is not None and not isinstance(budgets, Mapping):
-        raise ConfigurationError('toolnexus.budgets must be an object, like {"timeout": 60}.')
-    return checked
-
-
-def load_config(config_path: str | Path) -> dict[str, Any]:
-    """Read a gateway config file: the ``mcpServers`` JSON MCP clients use, plus an optional
-    ``toolnexus`` key of gateway options.
-
-    Raises:
-        ConfigurationError: the file is missing, not JSON, or not an object.
-    """
-    path = Path(config_path)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigurationError(f"no config file {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigurationError(f"{path} is not JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise ConfigurationError(f"{path} must hold a JSON object with an mcpServers key.")
-    gateway_options(config)  # checked now, before any server starts
-    return config
-
-
 async def serve_config(
     config: Mapping[str, Any],
     *,
@@ -151,7 +91,8 @@ async def serve_config(
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
     upstream = {"mcpServers": config.get("mcpServers", {})}
-    async with mcp_servers(upstream) as tools:
+    reserved = {*RESERVED_NAMES, *(t.name for t in extra_tools)}
+    async with mcp_servers(upstream, reserved=reserved) as tools:
         gateway = Gateway([*tools, *extra_tools], failures=dict(tools.failures), **options)
 
         async def changed(current: Sequence[Tool]) -> None:

@@ -11,6 +11,7 @@ the program, and every sub-call is in the audit log.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import weakref
@@ -23,23 +24,26 @@ from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
 from toolnexus._checks import positive_int
+from toolnexus._version import __version__
 from toolnexus.codemode import (
     RUN_CODE_BASE_DESCRIPTION,
     RUN_CODE_NAME,
     PermissionPolicy,
+    RunContext,
     default_runtime,
+    direct_dispatch,
     filter_tools,
     render_sdk,
     run_program,
 )
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
-from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency, run_batch
+from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
 from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
 
-__all__ = ["Gateway", "GatewayMode"]
+__all__ = ["RESERVED_NAMES", "Gateway", "GatewayMode"]
 
 logger = logging.getLogger("toolnexus.mcp")
 
@@ -53,6 +57,13 @@ RUN_CODE_SCHEMA: dict[str, Any] = {
     },
     "required": ["code"],
 }
+
+RESERVED_NAMES = frozenset({RUN_CODE_NAME, TOOL_SEARCH})
+"""The gateway's own tools: no tool behind it may take these names."""
+
+MAX_SHOWN = 2000
+"""The most characters of a call's arguments shown in an approval question; the rest is cut
+with a marker saying how many characters were left out."""
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -77,8 +88,11 @@ class Gateway:
             ``max_sub_calls``) when no ``runtime`` is given.
         approval: Names of tools whose every call needs the human's consent (asked through
             MCP elicitation; a client without elicitation gets the call refused, never run).
+            Programs' sub-calls and direct calls (``"both"`` mode) take the same approval
+            path, the policy's included; only an accepted boolean ``true`` is consent.
         audit_log: A JSON-lines file that receives every session event (each program's
-            ``code_run``, its sub-calls' ``tool_call`` events, cancellations) as it happens.
+            ``code_run``, its sub-calls' ``tool_call`` events, direct calls, cancellations) as
+            it happens; opened at once, so a path that cannot be written is refused here.
         runtime: The sandbox (the shared default for ``language`` otherwise).
         failures: Upstream servers that could not be reached, by name, with why: said in the
             ``run_code`` description, so the model knows what is missing.
@@ -89,7 +103,9 @@ class Gateway:
         name: The server's name, as MCP clients show it.
 
     Raises:
-        ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``.
+        ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``; an
+            ``audit_log`` that cannot be opened for appending; two tools of one name, or one
+            named like the gateway's own (`RESERVED_NAMES`).
     """
 
     def __init__(
@@ -119,23 +135,32 @@ class Gateway:
         self.max_parallel = max_tool_concurrency(max_parallel)
         self.policy = policy
         self.session = Session()
-        self.audit_log = Path(audit_log) if audit_log is not None else None
+        self.audit_log = _writable(audit_log)
         self._audited = 0  # session events already written to the audit log
+        self._ids = itertools.count(1)  # audit ids, unique across every client of the gateway
         self._approval = frozenset(approval)
         self._failures = dict(failures or {})
         self._tier_threshold = tier_threshold
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()  # connections, see _remember
         self._offer(tools)
         self.server: Server[Any] = Server(
-            name, on_list_tools=self._list_tools, on_call_tool=self._call_tool
+            name,
+            version=__version__,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
         )
 
     def _offer(self, tools: Sequence[Tool]) -> None:
-        """Take ``tools`` as the gateway's tools, and render the description they give."""
+        """Take ``tools`` as the gateway's tools, and render the description they give.
+
+        Raises:
+            ConfigurationError: two tools share a name, or one takes a name of the gateway's
+                own tools (``run_code``, ``tool_search``): one of them could not be reached.
+        """
+        _check_names(tools)
         self.tools = [
             dataclasses.replace(t, requires_approval=True) if t.name in self._approval else t
             for t in tools
-            if t.name != RUN_CODE_NAME
         ]
         self.granted = filter_tools(self.tools, self.policy)
         self.tiered = len(self.granted) > self._tier_threshold
@@ -210,7 +235,7 @@ class Gateway:
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return _failed("run_code needs the program as a non-empty string in 'code'")
-        call_id = f"mcp-{ctx.request_id}"
+        call_id = self._audit_id()
         progress = _Progress(ctx.session, self.flush_audit)
         try:
             output = await run_program(
@@ -220,7 +245,7 @@ class Gateway:
                 policy=self.policy,
                 session=self.session,
                 max_parallel=self.max_parallel,
-                approval_handler=_approval(ctx.session),
+                approval_handler=_approval(ctx.session, "A program"),
                 hooks=ToolHooks(before=[progress.started], after=[progress.finished]),
                 call_id=call_id,
                 description=_text(arguments.get("description")) or "a program",
@@ -251,26 +276,67 @@ class Gateway:
         )
         return types.CallToolResult(content=[types.TextContent(type="text", text=declarations)])
 
+    def _audit_id(self) -> str:
+        """A fresh audit id (``mcp-<n>``): request ids repeat across clients, these do not."""
+        return f"mcp-{next(self._ids)}"
+
     async def _direct(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Any:
-        """One upstream tool called directly (``"both"`` mode): the same approval rule."""
-        if tool.requires_approval and not await _approval(ctx.session)(tool.name, arguments):
-            return _failed(f"the user did not approve calling {tool.name}; it was not run")
-        call = ToolCall(f"mcp-{ctx.request_id}", tool.name, arguments)
-        outcome: Outcome = (await run_batch([call], [tool], session=self.session))[0]
+        """One tool called directly (``"both"`` mode), by the path a program's sub-call takes
+        (`direct_dispatch`: the policy's ``approval_required`` and ``strict`` mode, the
+        ``approval`` option, elicitation), and in the audit log as it starts and ends."""
+        call_id = self._audit_id()
+        self.session.log_event(
+            "tool_call",
+            {"id": call_id, "name": tool.name, "arguments": arguments, "source": "mcp_direct"},
+        )
+        self.flush_audit()
+        run_ctx: RunContext[Any] = RunContext(
+            policy=self.policy,
+            approval_handler=_approval(ctx.session, "The client"),
+            session=self.session,
+            call_id=call_id,
+        )
+        try:
+            outcome = await direct_dispatch(tool, arguments, run_ctx)
+        except BaseException:  # the client cancelled (or the server is going down)
+            self.session.log_event("tool_call_cancelled", {"id": call_id})
+            self.flush_audit()
+            raise
+        self.session.append(
+            "tool_result",
+            {
+                "tool_call_id": call_id,
+                "name": tool.name,
+                "content": outcome.text,
+                "is_error": not outcome.ok,
+            },
+        )
+        self.flush_audit()
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)], is_error=not outcome.ok
         )
 
     def flush_audit(self) -> None:
         """Append the session events not yet in the audit log (called as calls start and end,
-        so the log is current while a program runs, and a crash loses nothing before it)."""
+        so the log is current while a program runs, and a crash loses nothing before it).
+
+        A write that fails (the disk filled, the file was removed with its folder) is logged,
+        never raised into a program or call (which would show it the host path); the events
+        stay queued and are written by the next flush that succeeds.
+        """
         if self.audit_log is None:
             return
         events = self.session.events[self._audited :]
+        if not events:
+            return
+        try:
+            # backslashreplace: a lone surrogate in an argument is written escaped, not refused
+            with self.audit_log.open("a", encoding="utf-8", errors="backslashreplace") as log:
+                log.write("".join(event.json_line() for event in events))
+        except OSError as exc:
+            logger.error("could not write the audit log: %s", exc.strerror or exc)
+            return
         self._audited += len(events)
-        with self.audit_log.open("a", encoding="utf-8") as log:
-            for event in events:
-                log.write(event.json_line())
 
 
 class _Progress:
@@ -301,8 +367,15 @@ class _Progress:
             logger.debug("could not send a progress notification", exc_info=True)
 
 
-def _approval(session: ServerSession) -> Any:
-    """An approval handler that asks the client's human through elicitation."""
+def _approval(session: ServerSession, who: str) -> Any:
+    """An approval handler that asks the client's human through elicitation; ``who`` wants
+    to make the call (``"A program"``, ``"The client"``).
+
+    Consent is only an accepted answer whose ``approve`` is the boolean ``true`` of
+    `APPROVAL_SCHEMA` (``"false"``, ``1`` or a missing key refuse). The arguments are shown
+    whole up to `MAX_SHOWN` characters, else cut with a marker saying how much was left out
+    (so padding cannot push the part that matters out of sight unnoticed).
+    """
     capable = session.check_client_capability(
         types.ClientCapabilities(elicitation=types.ElicitationCapability())
     )
@@ -310,13 +383,69 @@ def _approval(session: ServerSession) -> Any:
     async def approve(name: str, args: dict[str, Any]) -> bool:
         if not capable:
             return False  # no one to ask: refused, never run
-        shown = json.dumps(args, ensure_ascii=False)[:500]
         answer = await session.elicit_form(
-            f"A program wants to call {name} with {shown}. Allow it?", APPROVAL_SCHEMA
+            f"{who} wants to call {name} with {shown(args)}. Allow it?", APPROVAL_SCHEMA
         )
-        return answer.action == "accept" and bool((answer.content or {}).get("approve"))
+        content = answer.content if isinstance(answer.content, dict) else {}
+        return answer.action == "accept" and content.get("approve") is True
 
     return approve
+
+
+def shown(args: dict[str, Any]) -> str:
+    """A call's arguments as the human sees them: JSON, whole, or cut at `MAX_SHOWN`
+    characters with a marker saying how many more there were."""
+    text = json.dumps(args, ensure_ascii=False)
+    if len(text) <= MAX_SHOWN:
+        return text
+    left_out = len(text) - MAX_SHOWN
+    return (
+        f"{text[:MAX_SHOWN]} [... CUT: {left_out:,} more characters of the arguments are not "
+        "shown; refuse unless you know what they hold]"
+    )
+
+
+def _writable(audit_log: str | Path | None) -> Path | None:
+    """The audit log's path, once it is known to be writable (opened to append, created if
+    need be), so a bad path stops the gateway at start rather than failing each program.
+
+    Raises:
+        ConfigurationError: the file cannot be opened for appending, saying why.
+    """
+    if audit_log is None:
+        return None
+    if not isinstance(audit_log, (str, Path)) or not str(audit_log):
+        raise ConfigurationError(f"audit_log must be a file path, got {audit_log!r}.")
+    path = Path(audit_log)
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigurationError(
+            f"the audit log {path} cannot be written ({exc.strerror or exc}); give a file in a "
+            "folder this process may write to."
+        ) from None
+    return path
+
+
+def _check_names(tools: Sequence[Tool]) -> None:
+    """Refuse tools that could not all be reached by name.
+
+    Raises:
+        ConfigurationError: a name given twice, or one of `RESERVED_NAMES`, naming it.
+    """
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in RESERVED_NAMES:
+            raise ConfigurationError(
+                f"a tool is named {tool.name!r}, a name of the gateway's own tools "
+                f"({', '.join(sorted(RESERVED_NAMES))}); rename it."
+            )
+        if tool.name in seen:
+            raise ConfigurationError(
+                f"two tools are named {tool.name!r}; only one could be called: rename one."
+            )
+        seen.add(tool.name)
 
 
 def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:

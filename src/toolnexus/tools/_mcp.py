@@ -6,26 +6,30 @@
     }}) as tools:
         result = await client.run("…", tools=[*tools, *builtin_tools()])
 
-Each server's tools are named ``<server>_<tool>`` (sanitised) with their schemas passed through.
+Each server's tools are named ``<server>_<tool>`` (sanitised; names that then clash are all
+given a digest suffix, see `McpTools`) with their schemas passed through.
 Annotations become [`ToolHints`][toolnexus.tools.ToolHints]: a ``readOnlyHint`` makes a tool safe,
 so it overlaps (the scheduling rule's safe class). Per server, ``trust_annotations: false`` makes
 every tool unsafe and ``read_only_tools: [...]`` marks named ones safe. A server that fails to start
-is reported (in ``tools.failures`` and the log) and left out; the others work.
+is reported (in ``tools.failures`` and the log) and left out; the others work. A message a
+server sends that the SDK cannot parse fails the calls waiting on that server at once, and
+every call has a deadline (the server's ``timeout``, 120 s by default).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TextIO
 
-from toolnexus._checks import positive_number
 from toolnexus.errors import ConfigurationError
+from toolnexus.tools._mcp_config import ServerConfig, parse_config
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
@@ -34,124 +38,6 @@ __all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
 logger = logging.getLogger("toolnexus.mcp")
 
 MAX_NAME = 64
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """One server of an ``mcpServers`` mapping.
-
-    Attributes:
-        name: The key in ``mcpServers`` (the tools' name prefix).
-        command, args, env, cwd: A server started as a subprocess, spoken to over stdio.
-        url, headers: A server reached over HTTP: streamable HTTP, or the older SSE transport
-            when ``transport`` (or ``type``) is ``"sse"``.
-        transport: ``"stdio"``, ``"http"`` (streamable HTTP) or ``"sse"``; from the command or
-            url when not given.
-        trust_annotations: Whether its tools' annotations decide their safety.
-        read_only_tools: Tool names (the server's own) to treat as read-only regardless.
-        timeout: Seconds each call of its tools may take (``None``: no limit); see
-            `timeout`.
-        connect_timeout: Seconds to connect, initialise and list the tools (default 10): a
-            server that takes longer is reported as failed, not waited for.
-        resources: Per tool (the server's own name), the arguments whose values are the keys
-            it reads and writes: ``{"edit_file": {"writes_arg": "path"}}`` (a name or a list
-            of names; an argument holding a list of strings gives one key per item). Calls on
-            different keys overlap; see [`Resources`][toolnexus.tools.Resources].
-    """
-
-    name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: dict[str, str] | None = None
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    trust_annotations: bool = True
-    read_only_tools: tuple[str, ...] = ()
-    timeout: float | None = None
-    transport: str = "stdio"
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    resources: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
-
-
-TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http",
-              "streamable_http": "http", "sse": "sse"}  # fmt: skip
-"""Transport names as MCP clients write them, and what toolnexus calls each."""
-
-
-def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
-    """The servers of ``config`` (``{"mcpServers": {...}}`` or the inner mapping).
-
-    Raises:
-        ConfigurationError: a server with neither ``command`` nor ``url``, or a bad field.
-    """
-    servers = config.get("mcpServers", config)
-    if not isinstance(servers, Mapping):
-        raise ConfigurationError("mcpServers must map server names to their settings.")
-    parsed = []
-    for name, spec in servers.items():
-        if not isinstance(spec, Mapping) or not (spec.get("command") or spec.get("url")):
-            raise ConfigurationError(
-                f"MCP server {name!r} needs a command (stdio) or a url (streamable HTTP)."
-            )
-        transport = spec.get("transport", spec.get("type"))
-        if transport is None:
-            transport = "stdio" if spec.get("command") else "http"
-        if transport not in TRANSPORTS:
-            raise ConfigurationError(
-                f"MCP server {name!r}: transport must be one of {', '.join(TRANSPORTS)}, got "
-                f"{transport!r}."
-            )
-        connect = _timeout(name, spec.get("connect_timeout"), "connect_timeout")
-        parsed.append(
-            ServerConfig(
-                name=str(name),
-                command=spec.get("command"),
-                args=tuple(str(a) for a in spec.get("args", ())),
-                env=dict(spec["env"]) if spec.get("env") else None,
-                cwd=spec.get("cwd"),
-                url=spec.get("url"),
-                headers=dict(spec.get("headers", {})),
-                trust_annotations=bool(spec.get("trust_annotations", True)),
-                read_only_tools=tuple(spec.get("read_only_tools", ())),
-                timeout=_timeout(name, spec.get("timeout")),
-                transport=TRANSPORTS[transport],
-                connect_timeout=connect if connect is not None else DEFAULT_CONNECT_TIMEOUT,
-                resources=_resource_args(name, spec.get("resources", {})),
-            )
-        )
-    return parsed
-
-
-RESOURCE_ARGS = ("reads_arg", "writes_arg")
-
-
-def _resource_args(server: str, spec: Any) -> dict[str, dict[str, tuple[str, ...]]]:
-    """A server's ``resources`` setting, checked: tool -> {"reads_arg"/"writes_arg": names}."""
-    example = '{"edit_file": {"writes_arg": "path"}}'
-    if not isinstance(spec, Mapping):
-        raise ConfigurationError(
-            f"MCP server {server!r}: resources must map tool names to argument names, "
-            f"like {example}."
-        )
-    parsed: dict[str, dict[str, tuple[str, ...]]] = {}
-    for tool, args in spec.items():
-        if not isinstance(args, Mapping) or not set(args) <= set(RESOURCE_ARGS) or not args:
-            raise ConfigurationError(
-                f"MCP server {server!r}: resources of {tool!r} must use the keys "
-                f"{' and/or '.join(RESOURCE_ARGS)}, like {example}; got {args!r}."
-            )
-        parsed[str(tool)] = {}
-        for kind, names in args.items():
-            listed = [names] if isinstance(names, str) else names
-            if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
-                raise ConfigurationError(
-                    f"MCP server {server!r}: resources.{tool}.{kind} must be an argument name "
-                    f"or a list of them, got {names!r}."
-                )
-            parsed[str(tool)][kind] = tuple(listed)
-    return parsed
 
 
 def _declaration(arg_names: dict[str, tuple[str, ...]]) -> ResourcesFunction:
@@ -171,16 +57,6 @@ def _declaration(arg_names: dict[str, tuple[str, ...]]) -> ResourcesFunction:
     return declare
 
 
-def _timeout(server: str, value: Any, key: str = "timeout") -> float | None:
-    if value is None:
-        return None
-    if not positive_number(value):
-        raise ConfigurationError(
-            f"MCP server {server!r}: {key} must be a positive number of seconds, got {value!r}."
-        )
-    return float(value)
-
-
 ToolsChanged = Callable[["McpTools"], Awaitable[None]]
 """``await listener(tools)``: called after a server's tool list changed (``tools`` is updated)."""
 
@@ -188,40 +64,116 @@ ToolsChanged = Callable[["McpTools"], Awaitable[None]]
 class McpTools(list[Tool]):
     """The tools of every server that connected; ``failures`` names those that did not.
 
+    Every upstream tool is reachable under a unique name: ``<server>_<tool>`` (sanitised, at
+    most 64 characters) when no other tool has it, else that name cut to 57 characters plus
+    ``_`` and six hex digits of the server and tool names (see `unique_names`), with the
+    original names said in its description; ``renamed`` maps each such name to its
+    ``(server, tool)``.
+
     When a server announces that its tools changed (``notifications/tools/list_changed``), its
     tools are listed again and replaced here, in place; listeners added with `on_change` are
     then called.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reserved: Collection[str] = ()) -> None:
         super().__init__()
         self.failures: dict[str, str] = {}
+        self.renamed: dict[str, tuple[str, str]] = {}
+        self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
-        self._by_server: dict[str, list[Tool]] = {}
+        self._listed: dict[str, tuple[_Link, list[Any]]] = {}
 
     def on_change(self, listener: ToolsChanged) -> None:
         """Call ``await listener(tools)`` each time a server's tool list changed."""
         self._listeners.append(listener)
 
-    def _add(self, server: str, tools: list[Tool]) -> None:
-        self._by_server[server] = tools
-        self.extend(tools)
+    def _add(self, link: _Link, listed: list[Any]) -> None:
+        self._listed[link.server.name] = (link, listed)
+        self._name_all()
 
-    async def _replace(self, server: str, fresh: list[Tool]) -> None:
-        """``server``'s tools, listed again: swapped in place, then the listeners told."""
-        old = {id(t) for t in self._by_server.get(server, [])}
-        self[:] = [*(t for t in self if id(t) not in old), *fresh]
-        self._by_server[server] = fresh
+    async def _replace(self, link: _Link, listed: list[Any]) -> None:
+        """``server``'s tools, listed again: swapped in place, then the listeners told (a new
+        list whose names cannot be told apart is refused, with a log line naming them)."""
+        previous = self._listed.get(link.server.name)
+        self._listed[link.server.name] = (link, listed)
+        try:
+            self._name_all()
+        except ConfigurationError as exc:
+            if previous is not None:
+                self._listed[link.server.name] = previous
+            logger.error(
+                "MCP server %r: its changed tools were not taken: %s", link.server.name, exc
+            )
+            return
         for listener in self._listeners:
             try:
                 await listener(self)
             except Exception:
                 logger.exception("a listener of MCP tool changes failed")
 
+    def _name_all(self) -> None:
+        """Wrap every server's tools under unique names (a clash renames every tool in it)."""
+        pairs = [
+            (server, tool.name)
+            for server, (_, listed) in self._listed.items()
+            for tool in _distinct(listed)
+        ]
+        names = unique_names(pairs, self._reserved)
+        self.renamed = {names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair)}
+        self[:] = [
+            _wrap(link.server, link, tool, names[(server, tool.name)])
+            for server, (link, listed) in self._listed.items()
+            for tool in _distinct(listed)
+        ]
+
+
+def _distinct(listed: list[Any]) -> list[Any]:
+    """A server's listing with a tool name it lists twice kept once (the first)."""
+    seen: set[str] = set()
+    kept = []
+    for tool in listed:
+        if tool.name not in seen:
+            seen.add(tool.name)
+            kept.append(tool)
+    return kept
+
 
 def tool_name(server: str, name: str) -> str:
     """``<server>_<tool>``, with characters providers refuse replaced, at most 64 long."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{name}")[:MAX_NAME]
+
+
+def unique_names(
+    pairs: Sequence[tuple[str, str]], reserved: Collection[str] = ()
+) -> dict[tuple[str, str], str]:
+    """A unique, deterministic tool name for each ``(server, tool)``.
+
+    A pair keeps `tool_name` unless another pair (or a ``reserved`` name) gives the same: then
+    every pair of the clash gets the name cut to fit, ``_`` and hex digits of a SHA-256 of the
+    server and tool names. The name depends only on the pair and on whether it clashes, so it
+    does not change with the order of servers or tools. (``a.b`` and ``a_b`` of one server,
+    server ``x`` tool ``y_z`` and server ``x_y`` tool ``z``, and names alike in their first 64
+    characters all clash.)
+
+    Raises:
+        ConfigurationError: names still clash after four rounds of longer digests (only a
+            server choosing names to collide with the digests could do this), naming them.
+    """
+    names = {pair: tool_name(*pair) for pair in pairs}
+    for digits in (6, 12, 24, 48):
+        taken = Counter([*names.values(), *set(reserved)])
+        clashing = [pair for pair in pairs if taken[names[pair]] > 1]
+        if not clashing:
+            return names
+        for pair in clashing:
+            digest = hashlib.sha256("\0".join(pair).encode()).hexdigest()[:digits]
+            names[pair] = f"{tool_name(*pair)[: MAX_NAME - digits - 1]}_{digest}"
+    taken = Counter([*names.values(), *set(reserved)])
+    left = sorted(f"{s}/{t}" for (s, t), name in names.items() if taken[name] > 1)
+    raise ConfigurationError(
+        f"MCP tool names clash and could not be told apart: {', '.join(left)}; rename a server "
+        "in the config."
+    )
 
 
 def _hints(server: ServerConfig, tool: Any) -> ToolHints | None:
@@ -269,8 +221,14 @@ def _output_schema(schema: Any) -> dict[str, Any] | None:
     return dict(schema)
 
 
-def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
+def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
     remote = tool.name
+    description = tool.description or tool.title or ""
+    if name != tool_name(server.name, remote):
+        description = (
+            f"(The tool {remote!r} of MCP server {server.name!r}; named {name} because "
+            f"another tool has the name {tool_name(server.name, remote)}.) {description}"
+        ).strip()
 
     async def execute(args: dict[str, Any]) -> Any:
         return _result(await link.call(remote, args))
@@ -278,8 +236,8 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any) -> Tool:
     schema = dict(tool.input_schema or {"type": "object"})
     schema.setdefault("type", "object")
     return Tool(
-        tool_name(server.name, remote),
-        tool.description or tool.title or "",
+        name,
+        description,
         schema,
         execute=execute,
         hints=_hints(server, tool),
@@ -353,6 +311,7 @@ class _Link:
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self.gone: str | None = None  # why the connection ended, once it has
+        self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
         self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold())
@@ -371,16 +330,56 @@ class _Link:
             ) from None
 
     async def call(self, name: str, args: dict[str, Any]) -> Any:
+        """The server's answer to one ``tools/call``.
+
+        Raises:
+            ConnectionError: the server is gone, or it sent a message that could not be read
+                while the call waited (see `_unreadable`).
+        """
         if self.gone is not None:
             raise ConnectionError(f"MCP server {self.server.name!r} is gone: {self.gone}")
-        return await self.session.call_tool(name, args)
+        unreadable: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.add(unreadable)
+        request = asyncio.ensure_future(self.session.call_tool(name, args))
+        request.add_done_callback(_retrieved)
+        try:
+            await asyncio.wait({request, unreadable}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiting.discard(unreadable)
+            if not request.done():
+                request.cancel()  # the SDK tells the server the request is abandoned
+        if not unreadable.done() or (request.done() and not request.cancelled()):
+            return request.result()
+        raise ConnectionError(
+            f"MCP server {self.server.name!r} sent a message that could not be read while "
+            f"this call waited ({unreadable.result()}); it may have been this call's answer, "
+            "so the call failed (its outcome on the server is unknown)"
+        )
+
+    def _unreadable(self, problem: Exception) -> None:
+        """The transport could not parse a message of the server (the SDK hands the parse
+        error to the message handler and drops the message).
+
+        Why every waiting call fails: the message cannot be read, so neither can its request
+        id; any waiting call may have been the one answered, and would otherwise wait forever.
+        """
+        why = _parse_problem(problem)
+        logger.warning(
+            "MCP server %r sent a message that could not be read: %s", self.server.name, why
+        )
+        for waiting in list(self._waiting):
+            if not waiting.done():
+                waiting.set_result(why)
 
     async def _notified(self, message: Any) -> None:
         """A message from the server: a changed tool list is listed again, in a task of its
-        own (the session's reader delivers the answer, so it must not wait here)."""
+        own (the session's reader delivers the answer, so it must not wait here); a message
+        the transport could not parse fails the waiting calls."""
         from mcp.types import ToolListChangedNotification
 
-        if isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
+        if isinstance(message, ValueError):  # pydantic's ValidationError and json's errors
+            self._unreadable(message)
+        elif isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
             task = asyncio.ensure_future(self.on_tools_changed())
             self._relisting.add(task)
             task.add_done_callback(self._relisting.discard)
@@ -421,9 +420,25 @@ def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
                 "MCP server %r: listing its changed tools failed: %s", link.server.name, exc
             )
             return
-        await tools._replace(link.server.name, [_wrap(link.server, link, t) for t in listed.tools])
+        await tools._replace(link, listed.tools)
 
     return relist
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned request's failure as seen (its caller already has its answer)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _parse_problem(problem: Exception) -> str:
+    """One short line for a parse failure (pydantic's first error, else the exception)."""
+    errors = getattr(problem, "errors", None)
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            first = errors(include_url=False)[0]
+            return f"{type(problem).__name__}: {first['msg']}"[:300]
+    return _why(problem)[:300]
 
 
 def _why(exc: BaseException) -> str:
@@ -437,16 +452,26 @@ def _why(exc: BaseException) -> str:
 
 
 @contextlib.asynccontextmanager
-async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
+async def mcp_servers(
+    config: Mapping[str, Any], *, reserved: Collection[str] = ()
+) -> AsyncIterator[McpTools]:
     """Connect to every server of ``config`` (all at once) and yield their tools; close them
     all on exit.
 
     A server that fails to start, refuses, answers too slowly (``connect_timeout``) or speaks
     no MCP is left out and named in ``tools.failures``; the others work. A server that dies
-    later fails only its own calls, each with a message saying so.
+    later fails only its own calls, each with a message saying so; so does one that sends a
+    message its SDK cannot parse (the calls waiting on it fail at once), and a call that takes
+    longer than its server's ``timeout`` (120 s by default).
+
+    Args:
+        config: ``{"mcpServers": {...}}`` (or the inner mapping); see `parse_config`.
+        reserved: Names the tools must not take (the caller's own tools): a tool whose name
+            is one of them is renamed like any clash (see `McpTools`).
 
     Raises:
-        ConfigurationError: a malformed config (before anything connects), or no ``mcp`` SDK.
+        ConfigurationError: a malformed config (before anything connects), no ``mcp`` SDK, or
+            tool names that could not be told apart.
     """
     servers = parse_config(config)
     try:
@@ -455,7 +480,7 @@ async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
         raise ConfigurationError(
             "MCP tools need the mcp SDK: pip install mcp (the mcp extra of toolnexus)."
         ) from exc
-    tools = McpTools()
+    tools = McpTools(reserved)
     links = [_Link(server) for server in servers]
     try:
         listings = await asyncio.gather(*(link.tools() for link in links), return_exceptions=True)
@@ -464,7 +489,7 @@ async def mcp_servers(config: Mapping[str, Any]) -> AsyncIterator[McpTools]:
                 tools.failures[link.server.name] = _why(listed)
                 logger.warning("MCP server %r did not connect: %s", link.server.name, listed)
                 continue
-            tools._add(link.server.name, [_wrap(link.server, link, t) for t in listed])
+            tools._add(link, listed)
             link.on_tools_changed = _relister(tools, link)
         yield tools
     finally:

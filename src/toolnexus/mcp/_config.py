@@ -1,0 +1,151 @@
+"""The gateway's config file: the ``mcpServers`` JSON MCP clients use, plus an optional
+``toolnexus`` key of gateway options, checked whole before anything starts.
+
+Every key is checked strictly against a schema (pydantic; no value is converted, so
+``"max_parallel": "4"`` or ``"approval": "fs_write"`` are refused, not reinterpreted), and a
+wrong one is a one-line `ConfigurationError` naming the key and what it must be.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolnexus.codemode import PermissionPolicy
+from toolnexus.errors import ConfigurationError
+from toolnexus.tools._mcp_config import config_error, parse_config
+
+__all__ = ["BUDGET_KEYS", "OPTION_KEYS", "gateway_options", "load_config"]
+
+OPTION_KEYS = ("language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets")
+"""What the ``toolnexus`` key of a gateway config may set (command-line options win)."""
+
+BUDGET_KEYS = ("timeout", "max_memory", "max_output", "max_sub_calls")
+"""The sandbox limits ``toolnexus.budgets`` may set."""
+
+
+class _Options(BaseModel):
+    """The schema of the ``toolnexus`` key."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    language: Literal["python", "javascript"] | None = None
+    mode: Literal["code", "both"] | None = None
+    max_parallel: int | None = Field(default=None, ge=1)
+    approval: list[str] = []
+    audit_log: str | None = None
+    policy: dict[str, Any] | None = None
+    budgets: dict[str, Any] | None = None
+
+
+class _Budgets(BaseModel):
+    """The schema of ``toolnexus.budgets``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_memory: int | None = Field(default=None, ge=1)
+    max_output: int | None = Field(default=None, ge=1)
+    max_sub_calls: int | None = Field(default=None, ge=1)
+
+
+OPTIONS_MUST_BE = {
+    "language": '"python" or "javascript"',
+    "mode": '"code" or "both"',
+    "max_parallel": "a positive integer",
+    "approval": 'a list of tool names, like ["fs_write_file"]',
+    "audit_log": "a string (the path of a JSON-lines file)",
+    "policy": 'an object, like {"deny": ["fs_write_file"]}',
+    "budgets": 'an object, like {"timeout": 60}',
+}
+BUDGETS_MUST_BE = {
+    "timeout": "a positive number of seconds",
+    "max_memory": "a positive integer (bytes)",
+    "max_output": "a positive integer (characters)",
+    "max_sub_calls": "a positive integer",
+}
+
+
+def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The gateway options a config's ``toolnexus`` key sets, checked (only those it sets).
+
+    Raises:
+        ConfigurationError: an unknown key, or a value of the wrong type (one line naming it).
+    """
+    options = config.get("toolnexus", {})
+    if not isinstance(options, Mapping):
+        raise ConfigurationError("the config's 'toolnexus' key must be an object of options.")
+    unknown = sorted(str(key) for key in set(options) - set(OPTION_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown toolnexus option(s) {', '.join(unknown)} in the config; known: "
+            f"{', '.join(OPTION_KEYS)}."
+        )
+    try:
+        checked = _Options.model_validate(dict(options)).model_dump(exclude_unset=True)
+    except ValidationError as exc:
+        raise config_error("toolnexus.", exc, OPTIONS_MUST_BE) from None
+    policy = checked.get("policy")
+    if policy is not None:
+        known = [f.name for f in dataclasses.fields(PermissionPolicy)]
+        unknown = sorted(set(policy) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown key(s) {', '.join(unknown)} in toolnexus.policy; known: "
+                f"{', '.join(known)}."
+            )
+        try:
+            checked["policy"] = PermissionPolicy(**policy)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"toolnexus.policy: {exc}") from None
+    budgets = checked.get("budgets")
+    if budgets is not None:
+        unknown = sorted(set(budgets) - set(BUDGET_KEYS))
+        if unknown:
+            raise ConfigurationError(
+                f"unknown budget(s) {', '.join(unknown)} in toolnexus.budgets; known: "
+                f"{', '.join(BUDGET_KEYS)}."
+            )
+        try:
+            _Budgets.model_validate(budgets)
+        except ValidationError as exc:
+            raise config_error("toolnexus.budgets.", exc, BUDGETS_MUST_BE) from None
+    return checked
+
+
+def load_config(config_path: str | Path) -> dict[str, Any]:
+    """Read a gateway config file and check all of it (the servers and the options).
+
+    Raises:
+        ConfigurationError: the file cannot be read (missing, a folder, unreadable), is not
+            JSON, not an object, or has a key of the wrong type (one line naming it).
+    """
+    path = Path(config_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigurationError(f"no config file {path}") from None
+    except IsADirectoryError:
+        raise ConfigurationError(
+            f"the config {path} is a folder; give the path of its JSON file"
+        ) from None
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the config {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"{path} is not UTF-8 text: {exc.reason}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"{path} is not JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:
+        raise ConfigurationError(f"{path} cannot be read as JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise ConfigurationError(f"{path} must hold a JSON object with an mcpServers key.")
+    parse_config({"mcpServers": config.get("mcpServers", {})})  # checked now, before any starts
+    gateway_options(config)
+    return config

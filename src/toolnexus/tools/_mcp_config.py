@@ -1,0 +1,224 @@
+"""The ``mcpServers`` config: each server entry checked against a schema, as a `ServerConfig`.
+
+Why a schema: the file is hand-written JSON, and a loosely read setting does the opposite of
+what it says (``"trust_annotations": "false"`` is a true string; ``"read_only_tools":
+"lookup"`` is six one-letter names). Every key is checked strictly (no coercion) before any
+server starts, and a wrong one is a one-line `ConfigurationError` naming the key and what it
+must be. Keys toolnexus does not know are left alone: MCP clients put their own keys beside
+the standard ones (``disabled``, ``autoApprove``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolnexus.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "ServerConfig",
+    "config_error",
+    "parse_config",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_CALL_TIMEOUT = 120.0
+"""Seconds an upstream call may take when its server sets no ``timeout``: a server that
+never answers fails the call instead of holding it (and its program) forever."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server of an ``mcpServers`` mapping.
+
+    Attributes:
+        name: The key in ``mcpServers`` (the tools' name prefix).
+        command, args, env, cwd: A server started as a subprocess, spoken to over stdio.
+        url, headers: A server reached over HTTP: streamable HTTP, or the older SSE transport
+            when ``transport`` (or ``type``) is ``"sse"``.
+        transport: ``"stdio"``, ``"http"`` (streamable HTTP) or ``"sse"``; from the command or
+            url when not given.
+        trust_annotations: Whether its tools' annotations decide their safety.
+        read_only_tools: Tool names (the server's own) to treat as read-only regardless.
+        timeout: Seconds each call of its tools may take (default 120; ``None``: no limit,
+            from Python only); a call past it fails with a message saying so.
+        connect_timeout: Seconds to connect, initialise and list the tools (default 10): a
+            server that takes longer is reported as failed, not waited for.
+        resources: Per tool (the server's own name), the arguments whose values are the keys
+            it reads and writes: ``{"edit_file": {"writes_arg": "path"}}`` (a name or a list
+            of names; an argument holding a list of strings gives one key per item). Calls on
+            different keys overlap; see [`Resources`][toolnexus.tools.Resources].
+    """
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    trust_annotations: bool = True
+    read_only_tools: tuple[str, ...] = ()
+    timeout: float | None = DEFAULT_CALL_TIMEOUT
+    transport: str = "stdio"
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    resources: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http",
+              "streamable_http": "http", "sse": "sse"}  # fmt: skip
+"""Transport names as MCP clients write them, and what toolnexus calls each."""
+
+Seconds = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class _Entry(BaseModel):
+    """The schema of one ``mcpServers`` entry (strict: no value is converted)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    trust_annotations: bool = True
+    read_only_tools: list[str] = []
+    timeout: float | None = Seconds
+    connect_timeout: float | None = Seconds
+    transport: str | None = None
+    type: str | None = None
+    resources: dict[str, Any] = {}
+
+
+MUST_BE = {
+    "command": "a string (the program that starts the server)",
+    "args": 'a list of strings, like ["server.py", "--verbose"]',
+    "env": 'an object of strings, like {"HOME": "/home/me"}',
+    "cwd": "a string (the folder the server starts in)",
+    "url": "a string (the server's http(s) URL)",
+    "headers": 'an object of strings, like {"authorization": "Bearer ..."}',
+    "trust_annotations": "true or false (a JSON boolean, not a string)",
+    "read_only_tools": 'a list of the server\'s tool names, like ["lookup"]',
+    "timeout": "a positive number of seconds",
+    "connect_timeout": "a positive number of seconds",
+    "transport": f"one of {', '.join(TRANSPORTS)}",
+    "type": f"one of {', '.join(TRANSPORTS)}",
+    "resources": 'an object, like {"edit_file": {"writes_arg": "path"}}',
+}
+"""What each key must be, said in the error when it is not."""
+
+
+def config_error(
+    prefix: str, exc: ValidationError, must_be: Mapping[str, str]
+) -> ConfigurationError:
+    """A one-line error for the first problem pydantic found, after ``prefix`` (which says
+    where: ``"MCP server 'up': "``).
+
+    Names the key, what it must be (from ``must_be``, by top-level key, else pydantic's own
+    words) and, briefly, what it was.
+    """
+    problem = exc.errors(include_url=False)[0]
+    location = [str(part) for part in problem["loc"]]
+    key = ".".join(location)
+    wanted = must_be.get(location[0]) if location else None
+    if problem["type"] == "extra_forbidden":
+        return ConfigurationError(
+            f"{prefix}{key} is not a known setting; known: {', '.join(must_be)}."
+        )
+    if problem["type"] == "missing":
+        return ConfigurationError(f"{prefix}{key} is missing; it must be {wanted or 'given'}.")
+    got = repr(problem.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    if wanted is None:
+        said = problem["msg"]
+        return ConfigurationError(f"{prefix}{key}: {said[:1].lower()}{said[1:]}, got {got}.")
+    return ConfigurationError(f"{prefix}{key} must be {wanted}, got {got}.")
+
+
+def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
+    """The servers of ``config`` (``{"mcpServers": {...}}`` or the inner mapping), each checked
+    against the schema of a server entry (strictly: ``"false"`` is not a boolean).
+
+    Raises:
+        ConfigurationError: a server with neither ``command`` nor ``url``, or a key of the
+            wrong type or value (one line naming the key and what it must be).
+    """
+    servers = config.get("mcpServers", config)
+    if not isinstance(servers, Mapping):
+        raise ConfigurationError(
+            f"mcpServers must be an object mapping server names to their settings, got "
+            f"{type(servers).__name__}."
+        )
+    parsed = []
+    for name, spec in servers.items():
+        if not isinstance(spec, Mapping):
+            raise ConfigurationError(
+                f"mcpServers.{name} must be an object with a command (stdio) or a url "
+                f"(streamable HTTP), got {type(spec).__name__}."
+            )
+        try:
+            entry = _Entry.model_validate(dict(spec))
+        except ValidationError as exc:
+            raise config_error(f"MCP server {name!r}: ", exc, MUST_BE) from None
+        if not (entry.command or entry.url):
+            raise ConfigurationError(
+                f"MCP server {name!r} needs a command (stdio) or a url (streamable HTTP)."
+            )
+        transport = entry.transport if entry.transport is not None else entry.type
+        if transport is None:
+            transport = "stdio" if entry.command else "http"
+        if transport not in TRANSPORTS:
+            raise ConfigurationError(
+                f"MCP server {name!r}: transport must be one of {', '.join(TRANSPORTS)}, got "
+                f"{transport!r}."
+            )
+        parsed.append(
+            ServerConfig(
+                name=str(name),
+                command=entry.command,
+                args=tuple(entry.args),
+                env=dict(entry.env) if entry.env else None,
+                cwd=entry.cwd,
+                url=entry.url,
+                headers=dict(entry.headers),
+                trust_annotations=entry.trust_annotations,
+                read_only_tools=tuple(entry.read_only_tools),
+                timeout=entry.timeout if entry.timeout is not None else DEFAULT_CALL_TIMEOUT,
+                transport=TRANSPORTS[transport],
+                connect_timeout=entry.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                resources=_resource_args(str(name), entry.resources),
+            )
+        )
+    return parsed
+
+
+RESOURCE_ARGS = ("reads_arg", "writes_arg")
+
+
+def _resource_args(server: str, spec: Mapping[str, Any]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """A server's ``resources`` setting, checked: tool -> {"reads_arg"/"writes_arg": names}."""
+    example = '{"edit_file": {"writes_arg": "path"}}'
+    parsed: dict[str, dict[str, tuple[str, ...]]] = {}
+    for tool, args in spec.items():
+        if not isinstance(args, Mapping) or not set(args) <= set(RESOURCE_ARGS) or not args:
+            raise ConfigurationError(
+                f"MCP server {server!r}: resources of {tool!r} must use the keys "
+                f"{' and/or '.join(RESOURCE_ARGS)}, like {example}; got {args!r}."
+            )
+        parsed[str(tool)] = {}
+        for kind, names in args.items():
+            listed = [names] if isinstance(names, str) else names
+            if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+                raise ConfigurationError(
+                    f"MCP server {server!r}: resources.{tool}.{kind} must be an argument name "
+                    f"or a list of them, got {names!r}."
+                )
+            parsed[str(tool)][kind] = tuple(listed)
+    return parsed
