@@ -5,7 +5,7 @@ Two kinds of event share one log:
 * **surface** events (``system_message``, ``user_message``, ``assistant_message``,
   ``tool_result``) are the transcript; [`Session.messages`][toolnexus.session.Session.messages]
   projects each to one message;
-* **bookkeeping** events (``tool_call``, ``turn_start``, ``turn_end``, ``step_start``,
+* **bookkeeping** events (``tool_call``, ``call_timing``, ``turn_start``, ``turn_end``, ``step_start``,
   ``step_end``, ``request_header``, and any other type you log) project to nothing.
 
 Why one log with two kinds: a Code Mode program may make hundreds of tool calls, and each must
@@ -45,6 +45,7 @@ SURFACE_TYPES: dict[str, str] = {
 BOOKKEEPING_TYPES = frozenset(
     {
         "call_resources",
+        "call_timing",
         "code_run",
         "fallback",
         "tool_call",
