@@ -48,6 +48,7 @@ BOOKKEEPING_TYPES = frozenset(
         "call_timing",
         "code_run",
         "fallback",
+        "model_response",
         "tool_call",
         "turn_start",
         "turn_end",

@@ -224,6 +224,18 @@ class _Run:
             {"id": call.id, "name": call.name, "arguments": self.decode(call)}
             for call in reply.calls
         ]
+        # a bookkeeping record of the request (what it cost), for toolnexus.view
+        usage = reply.usage
+        self.session._append_json(
+            "model_response",
+            {
+                "turn": self.turns,
+                "model": self.config.style.model,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "stop_reason": reply.stop_reason,
+            },
+        )
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
         self.session._append_json("assistant_message", {"content": reply.text, "tool_calls": calls})
 
