@@ -20,6 +20,7 @@ import toolnexus.tools.builtins
 import toolnexus.tools.mcp
 import toolnexus.tools.relay
 import toolnexus.tools.tiers
+import toolnexus.view
 
 EXPECTED = {
     toolnexus: [
@@ -29,7 +30,7 @@ EXPECTED = {
     ],
     toolnexus.errors: [
         "AgentError", "ConfigurationError", "ModelRetry", "PatchError", "ProviderError",
-        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
+        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError", "ViewError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
@@ -55,6 +56,7 @@ EXPECTED = {
         "run_batch", "run_program", "start_run", "worker",
     ],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
+    toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Resources",
         "ResourcesFunction", "Tool", "ToolHints", "ToolHooks", "ToolResult", "Toolkit",
