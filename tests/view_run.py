@@ -13,7 +13,7 @@ from toolnexus.testing import FunctionModel, ModelReply
 HOSTILE = (
     "<img src=x onerror=\"document.title='pwned';document.body.appendChild("
     "document.createElement('marquee'))\"></script><script>document.title='pwned'</script>"
-    "</svg><svg onload=\"document.title='pwned'\"></svg><a href=\"javascript:alert(1)\">x</a>"
+    '</svg><svg onload="document.title=\'pwned\'"></svg><a href="javascript:alert(1)">x</a>'
     "\u2028\u2029&amp;<!--"
 )
 
@@ -83,7 +83,16 @@ async def demo_run(hostile: bool = False) -> tuple[RunResult, Meter]:
                 ToolCall("c6", "search", {"query": "todo"}),
             ],
         ),
-        ModelReply("Now a program.", [ToolCall("c7", "run_code", {"code": PROGRAM, "description": "Read three files, write one"})]),
+        ModelReply(
+            "Now a program.",
+            [
+                ToolCall(
+                    "c7",
+                    "run_code",
+                    {"code": PROGRAM, "description": "Read three files, write one"},
+                )
+            ],
+        ),
         "Done: " + (HOSTILE if hostile else "all files read."),
     ]
 

@@ -315,6 +315,8 @@ async def run_code_command(
         finally:
             await runtime.aclose()
         out = run.result()
+    if args.html:
+        _write_report(args.html, session.events, console)
     if watch.spans:
         watch.note_waits(session)
         console.print(watch.timeline())
@@ -420,7 +422,7 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
     except ConfigurationError as exc:  # a bad --base-url, no key: the command line's fault
         raise UsageError(str(exc)) from None
     async with tool_set(args) as tools:
-        return await _chat(client, tools, console)
+        return await _chat(client, tools, console, args.html)
 
 
 def _request_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -430,8 +432,51 @@ def _request_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
-async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
+def _write_report(path: str, source: Any, console: Console) -> None:
+    """Write the HTML report of ``source`` (see toolnexus.view) to ``path`` and say where."""
+    from toolnexus.view import render
+
+    target = Path(path)
+    try:
+        target.write_text(render(source), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html: cannot write {path}: {exc.strerror or exc}") from None
+    console.print(f"report: {target}  (open it in a browser)", markup=False, highlight=False)
+
+
+def view_command(args: argparse.Namespace, console: Console) -> int:
+    """``toolnexus view FILE``: the HTML report (and the Chrome trace) of saved session logs."""
+    from toolnexus.view import render, trace
+
+    sources = args.files
+    if len(sources) == 1:
+        source: Any = sources[0]
+    else:  # one group per file (sub-agents' sessions, say), named by the file
+        source = {Path(name).name: name for name in sources}
+    try:
+        page = render(source)
+        exported = trace(source) if args.trace else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+    out = Path(args.output or Path(sources[0]).with_suffix(".html").name)
+    try:
+        out.write_text(page, encoding="utf-8")
+        console.print(f"report: {out}", markup=False, highlight=False)
+        if exported is not None:
+            Path(args.trace).write_text(json.dumps(exported), encoding="utf-8")
+            console.print(
+                f"trace: {args.trace}  (open it in https://ui.perfetto.dev)",
+                markup=False,
+                highlight=False,
+            )
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
+    return 0
+
+
+async def _chat(client: Any, tools: list[Tool], console: Console, html: str | None = None) -> int:
     history: list[dict[str, Any]] = []
+    events: list[Any] = []  # every exchange's session events, for the --html report
     console.print("[dim]toolnexus chat: an empty line or end of input quits[/]")
     while True:
         try:
@@ -453,6 +498,9 @@ async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
             elif event.type == "done":
                 history = event.result.messages
                 console.print()
+                if html is not None:  # rewritten after each exchange: a crash loses little
+                    events += event.result.session.events
+                    _write_report(html, events, console)
     return 0
 
 
@@ -527,6 +575,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_seconds,
         help="seconds the program may run, tool calls included (default 30)",
     )
+    run.add_argument("--html", help="write an HTML report of the run here (see toolnexus view)")
     _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
     sdk.add_argument(
@@ -557,6 +606,7 @@ def _parser() -> argparse.ArgumentParser:
         "--api-key", help="else OPENROUTER_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY"
     )
     chat.add_argument("--tools", help=TOOLS_HELP)
+    chat.add_argument("--html", help="write an HTML report of the chat here after each answer")
     chat.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
     chat.add_argument(
         "--max-tokens", type=_at_least_one, help="the most tokens the model may write per turn"
@@ -581,6 +631,17 @@ def _parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
     )
     _tool_options(chat)
+    view = commands.add_parser(
+        "view", help="draw saved session logs: an HTML timeline and a Chrome trace"
+    )
+    view.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a saved session (Session.save) or gateway audit log; several: one group each",
+    )
+    view.add_argument("-o", "--output", help="the HTML report (default: FILE's name, .html)")
+    view.add_argument("--trace", help="also write the Chrome Trace Event Format JSON here")
     mcp = commands.add_parser("mcp", help="toolnexus as an MCP server")
     serving = mcp.add_subparsers(dest="mcp_command", required=True)
     serve = serving.add_parser(
@@ -648,6 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(sdk_command(args, console))
         if args.command == "mcp":
             return mcp_serve_command(args)
+        if args.command == "view":
+            return view_command(args, console)
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
         errors.print(f"toolnexus: {exc}", style="red", markup=False)

@@ -30,7 +30,13 @@ MAX_TEXT = 4000
 """Arguments and results longer than this many characters are cut (the report says by how much)."""
 
 _REFUSED = ("not approved", "needs approval", "was not run", "denied", "refused", "not allowed")
-_TIMED_OUT = ("timed out", "did not finish within", "timeout", "took longer than", "no outcome within")
+_TIMED_OUT = (
+    "timed out",
+    "did not finish within",
+    "timeout",
+    "took longer than",
+    "no outcome within",
+)
 UNTIMED_NOTE = (
     "this log has no call times (it predates call_timing events, or comes from a durable run, "
     "whose events hold the transcript only): calls are drawn one after another in emitted "
