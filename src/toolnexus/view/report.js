@@ -87,12 +87,12 @@ var scroll = document.getElementById("scroll"), canvas = document.getElementById
 var axis = document.getElementById("axis"), body = document.getElementById("rows");
 var links = document.getElementById("links");
 var zoom = 1, scale = 1, selected = null;
-function layout() {
+function layout(quiet) {
   var width = Math.max(200, scroll.clientWidth - LABEL - 2 * MARGIN);
   scale = width * zoom / span;
   canvas.style.width = (LABEL + 2 * MARGIN + span * scale) + "px";
   canvas.style.height = (20 + rows.length * ROW) + "px";
-  draw();
+  if (!quiet) draw();
 }
 function x(t) { return LABEL + MARGIN + t * scale; }
 function firstEnding(calls, t) {  /* first call whose end >= t (ends ascend within a row) */
@@ -160,8 +160,8 @@ function drawRow(r, t0, t1, drawn) {
   var calls = r.calls || [], agg = null;
   for (var k = firstEnding(calls, t0); k < calls.length && calls[k].start <= t1; k++) {
     var c = calls[k], wpx = (c.end - c.start) * scale;
-    if (wpx < 1 && calls.length > 200) {  /* too small to see: merge into one mark */
-      if (agg && x(c.start) - agg.right <= 1) {
+    if (wpx < 3 && calls.length > 200) {  /* too small to tell apart: merge into one mark */
+      if (agg && x(c.start) - agg.right <= 3) {
         agg.n += 1; agg.right = x(c.end); agg.div.style.width = Math.max(2, agg.right - agg.left) + "px";
         agg.div.title = agg.n + " calls (zoom in to see each)"; agg.div.textContent = String(agg.n);
         continue;
@@ -179,13 +179,11 @@ function drawRow(r, t0, t1, drawn) {
     }
     var bar = el("div", "bar " + c["class"], wpx > 40 ? c.name : "");
     bar.style.left = x(c.start) + "px"; bar.style.width = wpx + "px";
-    bar.style.setProperty("--c", "var(" + (COLOURS[c["class"]] || "--unknown") + ")");
     bar.setAttribute("data-id", c.id);
     if (c.order !== undefined) bar.setAttribute("data-order", String(c.order));
     bar.setAttribute("data-class", c["class"]);
     bar.title = c.name + " · " + (CLASS_NAMES[c["class"]] || c["class"]) + " · " + ms(c.end - c.start);
     if (selected === c.id) bar.classList.add("sel");
-    bar.addEventListener("click", show.bind(null, c));
     div.appendChild(bar); drawn[c.id] = c;
   }
   body.appendChild(div);
@@ -247,14 +245,18 @@ scroll.addEventListener("scroll", function () {
 });
 function setZoom(z) {
   var centre = (scroll.scrollLeft + scroll.clientWidth / 2 - LABEL - MARGIN) / scale;
-  zoom = Math.min(1e6, Math.max(1, z)); layout();
+  zoom = Math.min(1e6, Math.max(1, z)); layout(true);
   scroll.scrollLeft = Math.max(0, x(centre) - scroll.clientWidth / 2);
   draw();
 }
+body.addEventListener("click", function (event) {  /* one listener for every bar */
+  var bar = event.target.closest(".bar[data-id]");
+  if (bar && where[bar.getAttribute("data-id")]) show(where[bar.getAttribute("data-id")].call);
+});
 document.getElementById("zoom-in").addEventListener("click", function () { setZoom(zoom * 2); });
 document.getElementById("zoom-out").addEventListener("click", function () { setZoom(zoom / 2); });
 document.getElementById("zoom-fit").addEventListener("click", function () { setZoom(1); });
-window.addEventListener("resize", layout);
+window.addEventListener("resize", function () { layout(false); });
 layout();
-document.body.setAttribute("data-ready", "1");
+document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
 })();
