@@ -1,13 +1,16 @@
-"""The ``toolnexus`` command: run a Code Mode program, print an SDK, or chat with a model.
+"""The ``toolnexus`` command: run a Code Mode program, print an SDK, chat with a model, or
+draw a saved run.
 
     toolnexus [--version] [-v] COMMAND ...
     toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [--timeout S]
-                            [TOOL OPTIONS]
+                            [--html REPORT] [TOOL OPTIONS]
     toolnexus sdk [--language L] [TOOL OPTIONS]
     toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
-                   [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [TOOL OPTIONS]
+                   [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [--html REPORT]
+                   [TOOL OPTIONS]
     toolnexus mcp serve --config mcp.json [--transport stdio|http] [--host H] [--port P]
                         [--language L] [--mode code|both] [--audit-log FILE] [--tools SPEC]
+    toolnexus view FILE... [-o REPORT.html] [--trace TRACE.json]
 
 TOOL OPTIONS: every command offers the built-in tools rooted at the current directory
 (``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
@@ -315,8 +318,8 @@ async def run_code_command(
         finally:
             await runtime.aclose()
         out = run.result()
-    if args.html:
-        _write_report(args.html, session.events, console)
+    # written first (a report even if printing fails), said last (where the eye ends up)
+    report = _write_report(args.html, session.events) if args.html else None
     if watch.spans:
         watch.note_waits(session)
         console.print(watch.timeline())
@@ -330,10 +333,12 @@ async def run_code_command(
         console.print(f"[bold red]error ({error['kind']}):[/] {escape(error['message'])}")
         console.print("tool calls the program started, and how each ended:")
         console.print_json(json.dumps(out["calls"]))
-        return 1
-    console.print("result:")
-    console.print_json(json.dumps(out["result"]))
-    return 0
+    else:
+        console.print("result:")
+        console.print_json(json.dumps(out["result"]))
+    if report is not None:
+        console.print(report, markup=False, highlight=False)
+    return 1 if "error" in out else 0
 
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
@@ -432,8 +437,8 @@ def _request_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
-def _write_report(path: str, source: Any, console: Console) -> None:
-    """Write the HTML report of ``source`` (see toolnexus.view) to ``path`` and say where."""
+def _write_report(path: str, source: Any) -> str:
+    """Write the HTML report of ``source`` (see toolnexus.view) to ``path``; say where."""
     from toolnexus.view import render
 
     target = Path(path)
@@ -441,7 +446,7 @@ def _write_report(path: str, source: Any, console: Console) -> None:
         target.write_text(render(source), encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"--html: cannot write {path}: {exc.strerror or exc}") from None
-    console.print(f"report: {target}  (open it in a browser)", markup=False, highlight=False)
+    return f"report: {target.resolve()}  (open it in a browser)"
 
 
 def view_command(args: argparse.Namespace, console: Console) -> int:
@@ -461,7 +466,7 @@ def view_command(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.output or Path(sources[0]).with_suffix(".html").name)
     try:
         out.write_text(page, encoding="utf-8")
-        console.print(f"report: {out}", markup=False, highlight=False)
+        console.print(f"report: {out.resolve()}", markup=False, highlight=False)
         if exported is not None:
             Path(args.trace).write_text(json.dumps(exported), encoding="utf-8")
             console.print(
@@ -500,7 +505,7 @@ async def _chat(client: Any, tools: list[Tool], console: Console, html: str | No
                 console.print()
                 if html is not None:  # rewritten after each exchange: a crash loses little
                     events += event.result.session.events
-                    _write_report(html, events, console)
+                    console.print(_write_report(html, events), markup=False, highlight=False)
     return 0
 
 
