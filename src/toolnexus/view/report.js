@@ -182,6 +182,7 @@ function drawRow(r, t0, t1, drawn) {
     bar.setAttribute("data-id", c.id);
     if (c.order !== undefined) bar.setAttribute("data-order", String(c.order));
     bar.setAttribute("data-class", c["class"]);
+    if (wpx < 4) bar.classList.add("thin");  /* drawn over its neighbours, not under */
     bar.title = c.name + " · " + (CLASS_NAMES[c["class"]] || c["class"]) + " · " + ms(c.end - c.start);
     if (selected === c.id) bar.classList.add("sel");
     div.appendChild(bar); drawn[c.id] = c;
