@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -13,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import get_default_environment, stdio_client
 
+from test_mcp_gateway import FAN_OUT, UPSTREAM, run_code, serve_command
 from toolnexus import Session
 from toolnexus.errors import ViewError
 from toolnexus.session import SURFACE_TYPES, Event
@@ -205,3 +209,46 @@ def test_run_code_html_writes_the_programs_report(tmp_path: Path) -> None:
     run = json.loads(data)
     assert [c["name"] for c in drawn_calls(run)] == ["glob"] * 3
     assert str(report) in done.stdout
+
+
+@pytest.fixture
+def gateway_config(tmp_path: Path) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}},
+                "toolnexus": {"max_parallel": 4},
+            }
+        )
+    )
+    return path
+
+
+async def test_a_gateway_audit_log_is_drawn(gateway_config: Path, tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    peaks = []
+    # the server gets this process's import path (an MCP client passes few variables on)
+    env = get_default_environment() | {"PYTHONPATH": os.pathsep.join(sys.path)}
+    command = serve_command(gateway_config, "--audit-log", str(audit))
+    params = StdioServerParameters(command=sys.executable, args=command, env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        for _ in range(2):
+            done = await run_code(client, FAN_OUT)
+            peaks.append(done.structured_content["result"]["peak"])  # seen by the upstream
+    run = build(audit)
+    programs = run["groups"][0]["programs"]
+    assert len(programs) == 2
+    for program in programs:
+        rows = [r for r in run["groups"][0]["rows"] if r["program"] == program["id"]]
+        names = sorted((c for r in rows for c in r["calls"]), key=lambda c: c["order"])
+        assert [c["name"] for c in names] == ["up_stats"] + ["up_lookup"] * 4 + ["up_stats"]
+        assert all(c["start"] is not None and c["end"] >= c["start"] for c in names)
+    assert run["summary"]["timed"]
+    assert run["summary"]["peak"] == max(peaks)  # what the upstream server saw at once
+    assert len(timings_in(audit)) == 12
+
+
+def timings_in(path: Path) -> list[dict[str, Any]]:
+    return [e.data for e in read_events(path) if e.type == "call_timing"]
