@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,16 @@ from typing import Any
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
+from temporalio.client import Client
 
+from fake_provider import FakeProvider
+from test_client import client_for
 from test_mcp_gateway import FAN_OUT, UPSTREAM, run_code, serve_command
+from test_temporal import FAST, look, scripted, touch
 from toolnexus import Session
 from toolnexus.errors import ViewError
 from toolnexus.session import SURFACE_TYPES, Event
+from toolnexus.temporal import start_run, worker
 from toolnexus.view import build, read_events, render, trace
 from view_run import demo_run
 
@@ -252,3 +258,23 @@ async def test_a_gateway_audit_log_is_drawn(gateway_config: Path, tmp_path: Path
 
 def timings_in(path: Path) -> list[dict[str, Any]]:
     return [e.data for e in read_events(path) if e.type == "call_timing"]
+
+
+@pytest.mark.temporal
+async def test_a_durable_runs_session_is_drawn_from_a_real_temporal_run(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    calls = [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2}), ("c3", "look", {"n": 3})]
+    scripted(provider, calls)
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue, timings=FAST)
+        durable = await handle.result()
+    run = build(durable.session)
+    drawn = sorted(drawn_calls(run), key=lambda c: c["start"])
+    assert [(c["id"], c["name"]) for c in drawn] == [(i, n) for i, n, _ in calls]
+    assert [c["result"]["text"] for c in drawn] == [r.output for r in durable.tool_calls]
+    assert not run["summary"]["timed"] and any("no call times" in n for n in run["notes"])
+    assert run["summary"]["calls"] == 3 and run["summary"]["requests"] == durable.turns
