@@ -71,7 +71,9 @@ async def test_build_draws_every_call_once_in_slot_rows_with_its_class_and_wait(
     )
     assert calls["c3"]["waited_for"]["barrier"] is True
     subs = sorted((c for c in calls.values() if c["program"] == "c7"), key=lambda c: c["order"])
-    assert [c["name"] for c in subs] == ["read_file"] * 3 + ["write_file"]
+    assert [c["name"] for c in subs] == ["read_file"] * 3 + ["write_file", "delete_file"]
+    asked = {c["id"]: c["approval"]["approved"] for c in calls.values() if "approval" in c}
+    assert asked == {"c5": False, "c7:code:5": True}  # each approval on the call it held
     assert [p["id"] for p in run["groups"][0]["programs"]] == ["c7"]
     assert calls["c7:code:1"]["arguments"]["text"] == json.dumps({"path": "x.txt"}, indent=1)
     assert calls["c1"]["result"]["text"] == "contents of a.txt"

@@ -70,7 +70,7 @@ def test_the_report_shows_each_call_once_in_order_with_its_waits_and_numbers(
     # the reads that overlapped are on two rows; the sub-calls on the program's rows
     row_of = {i: row["label"] for row in rows for i in row["bars"]}
     assert row_of["c1"] != row_of["c2"]
-    assert all(row_of[f"c7:code:{n}"].startswith("program c7") for n in (1, 2, 3, 4))
+    assert all(row_of[f"c7:code:{n}"].startswith("program c7") for n in (1, 2, 3, 4, 5))
     places = {(t["lane"], t["seq"]): t["id"] for t in logged}
     expected = sorted(
         [t["id"], places[(t["lane"], t["waited_for"]["seq"])]] for t in logged if "waited_for" in t
@@ -82,6 +82,10 @@ def test_the_report_shows_each_call_once_in_order_with_its_waits_and_numbers(
     assert numbers["s-failures"] == sum(not t["ok"] for t in logged)
     assert numbers["s-tokens"] == result.usage.input_tokens + result.usage.output_tokens
     assert numbers["s-requests"] == result.turns
+    approvals = [e.data for e in result.session.events if e.type == "approval"]
+    assert numbers["s-approvals"] == len(approvals) == 2
+    marks = "[...document.querySelectorAll('[data-approval]')].map(m => [m.dataset.approval, m.className])"
+    assert sorted(browser.evaluate(marks)) == [["c5", "approval no"], ["c7:code:5", "approval yes"]]
     # a click shows the call's arguments and result
     browser.evaluate("document.querySelector('.bar[data-id=\"c4\"]').click()")
     details = browser.evaluate("document.getElementById('details').innerText")

@@ -38,6 +38,7 @@ PROGRAM = """
 import asyncio
 texts = await asyncio.gather(*[tools.read_file({"path": p}) for p in ["x.txt", "y.txt", "z.txt"]])
 await tools.write_file({"path": "out.txt", "text": "joined"})
+await tools.delete_file({"path": "old.txt"})
 texts
 """
 
@@ -89,7 +90,7 @@ async def demo_run(hostile: bool = False) -> tuple[RunResult, Meter]:
                 ToolCall(
                     "c7",
                     "run_code",
-                    {"code": PROGRAM, "description": "Read three files, write one"},
+                    {"code": PROGRAM, "description": "Read three files, write one, delete one"},
                 )
             ],
         ),
@@ -99,13 +100,14 @@ async def demo_run(hostile: bool = False) -> tuple[RunResult, Meter]:
     def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         return turns[sum(m["role"] == "assistant" for m in messages)]
 
-    async def refuse(name: str, args: dict[str, Any]) -> bool:
-        return False
+    async def approve(name: str, args: dict[str, Any]) -> bool:
+        await asyncio.sleep(0.01)  # the user thinks it over
+        return bool(args.get("path") == "old.txt")
 
     client = create_client(
         model=FunctionModel(model, name="demo-model"),
         code_mode="both",
-        approval_handler=refuse,
+        approval_handler=approve,
         max_tool_concurrency=4,
     )
     result = await client.run(

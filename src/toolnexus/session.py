@@ -45,6 +45,7 @@ SURFACE_TYPES: dict[str, str] = {
 
 BOOKKEEPING_TYPES = frozenset(
     {
+        "approval",
         "call_resources",
         "call_timing",
         "code_run",

@@ -171,6 +171,7 @@ class _Group:
         self.calls: dict[str, dict[str, Any]] = {}  # by id, in emitted order
         self.programs: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
+        self.approvals: list[dict[str, Any]] = []
         self.lanes: dict[tuple[Any, Any], str] = {}  # (lane, seq) -> call id
         self.timed = any(e.type == "call_timing" for e in events)
         self.untimed_clock = 0.0
@@ -259,6 +260,20 @@ class _Group:
         if not call["timed"]:
             call["class"] = classify_call(call["mode"], not is_error, call["error"])
 
+    def _on_approval(self, event: Event) -> None:
+        data = event.data
+        asked, answered = data.get("asked"), data.get("answered")
+        if isinstance(asked, float) and isinstance(answered, float):
+            self.approvals.append(
+                {
+                    "tool": data.get("tool"),
+                    "approved": bool(data.get("approved")),
+                    "asked": self.ms(asked),
+                    "answered": self.ms(answered),
+                    "call": None,
+                }
+            )
+
     def _on_code_run(self, event: Event) -> None:
         data = event.data
         program_id = str(data.get("id"))
@@ -344,6 +359,18 @@ class _Group:
             program["failed"] = owner is not None and owner["error"] is not None
         for request in self.requests:
             request.setdefault("end", request["start"])
+        taken: set[str] = set()
+        for approval in self.approvals:  # the call of that tool running when it was asked
+            for call in self.calls.values():
+                if (
+                    call["name"] == approval["tool"]
+                    and call["id"] not in taken
+                    and call["start"] <= approval["asked"] <= call["end"]
+                ):
+                    taken.add(call["id"])
+                    approval["call"] = call["id"]
+                    call["approval"] = approval
+                    break
         rows = _rows([c for c in self.calls.values() if c["program"] is None], "tools", None)
         for program in self.programs.values():
             subs = [c for c in self.calls.values() if c["program"] == program["id"]]
@@ -357,6 +384,7 @@ class _Group:
             "rows": rows,
             "programs": list(self.programs.values()),
             "requests": self.requests,
+            "approvals": self.approvals,
             "timed": self.timed or not self.calls,
             "notes": self.notes,
         }
@@ -409,6 +437,7 @@ def _summary(groups: list[dict[str, Any]]) -> dict[str, Any]:
         "refused": sum(c["class"] == "refused" for c in every),
         "programs": sum(len(g["programs"]) for g in groups),
         "requests": len(requests),
+        "approvals": sum(len(g["approvals"]) for g in groups),
         "input_tokens": sum(inputs) if inputs else None,
         "output_tokens": sum(outputs) if outputs else None,
         "timed": all(g["timed"] for g in groups),

@@ -39,6 +39,7 @@ stat("s-saved", "running together saved", ms(Math.max(0, S.sum_ms - S.wall_ms)),
 stat("s-failures", "failures", S.failures, S.failures);
 stat("s-programs", "programs", S.programs, S.programs);
 stat("s-requests", "model requests", S.requests, S.requests);
+stat("s-approvals", "approvals asked", S.approvals, S.approvals);
 stat("s-tokens", "tokens", tokens, (S.input_tokens || 0) + (S.output_tokens || 0));
 var legend = document.getElementById("legend");
 Object.keys(COLOURS).forEach(function (k) {
@@ -47,6 +48,8 @@ Object.keys(COLOURS).forEach(function (k) {
 });
 var w = el("span", "", "hatched: waiting; dashed line: waited for"); w.style.setProperty("--c",
   "repeating-linear-gradient(135deg,#9e9e9e 0 2px,transparent 2px 5px)"); legend.appendChild(w);
+var ap = el("span", "", "◆ approval asked (green: approved, purple: refused)");
+ap.style.setProperty("--c", "transparent"); legend.appendChild(ap);
 var notes = document.getElementById("notes");
 D.notes.forEach(function (n) { notes.appendChild(el("div", "", "Note: " + n)); });
 /* -- rows ------------------------------------------------------------------------------- */
@@ -185,6 +188,13 @@ function drawRow(r, t0, t1, drawn) {
     if (wpx < 4) bar.classList.add("thin");  /* drawn over its neighbours, not under */
     bar.title = c.name + " · " + (CLASS_NAMES[c["class"]] || c["class"]) + " · " + ms(c.end - c.start);
     if (selected === c.id) bar.classList.add("sel");
+    if (c.approval) {  /* when the user was asked, and what they said */
+      var mark = el("div", "approval " + (c.approval.approved ? "yes" : "no"));
+      mark.style.left = (x(c.approval.asked) - 5) + "px";
+      mark.title = "approval asked for " + c.name + ": " + (c.approval.approved ? "approved" :
+        "refused") + " after " + ms(c.approval.answered - c.approval.asked);
+      mark.setAttribute("data-approval", c.id); div.appendChild(mark);
+    }
     div.appendChild(bar); drawn[c.id] = c;
   }
   body.appendChild(div);
@@ -231,6 +241,8 @@ function show(c) {
   row("admitted", c.admitted === null ? null : ms(c.admitted)); row("started", ms(c.start));
   row("finished", ms(c.end)); row("duration", ms(c.end - c.start));
   if (c.waited_for) row("waited for", waitText(c.waited_for));
+  if (c.approval) row("approval", (c.approval.approved ? "approved" : "refused") + " after " +
+    ms(c.approval.answered - c.approval.asked));
   if (c.resources) row("resources", "reads " + JSON.stringify(c.resources.reads) + ", writes " + JSON.stringify(c.resources.writes));
   if (c.program) row("program", c.program);
   if (c.error) row("error", c.error);
