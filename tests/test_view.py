@@ -20,11 +20,13 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from temporalio.client import Client
 
 from fake_provider import FakeProvider
+from helpers import Probe
 from test_client import client_for
 from test_mcp_gateway import FAN_OUT, UPSTREAM, run_code, serve_command
 from test_temporal import FAST, look, scripted, touch
-from toolnexus import Session
+from toolnexus import Resources, Session, ToolCall
 from toolnexus.errors import ViewError
+from toolnexus.scheduling import run_batch
 from toolnexus.session import SURFACE_TYPES, Event
 from toolnexus.temporal import start_run, worker
 from toolnexus.view import build, read_events, render, trace
@@ -280,3 +282,28 @@ async def test_a_durable_runs_session_is_drawn_from_a_real_temporal_run(
     assert [c["result"]["text"] for c in drawn] == [r.output for r in durable.tool_calls]
     assert not run["summary"]["timed"] and any("no call times" in n for n in run["notes"])
     assert run["summary"]["calls"] == 3 and run["summary"]["requests"] == durable.turns
+
+
+async def test_a_wait_for_a_resource_key_names_the_key_and_the_call(probe: Probe) -> None:
+    def touches(args: dict[str, Any]) -> Resources:
+        key = f"/repo/{args['file']}"
+        return Resources(writes=[key]) if args.get("write") else Resources(reads=[key])
+
+    edit = probe.tool("edit", read_only=False, resources=touches)
+    session = Session()
+    calls = [
+        ToolCall("w1", "edit", {"id": "w1", "file": "a.py", "write": True, "steps": 3}),
+        ToolCall("r1", "edit", {"id": "r1", "file": "b.py"}),  # no conflict: runs at once
+        ToolCall("r2", "edit", {"id": "r2", "file": "a.py"}),  # waits for w1's write of a.py
+    ]
+    await run_batch(calls, [edit], session=session)
+    run = build(session)
+    drawn = {c["id"]: c for c in drawn_calls(run)}
+    assert drawn["r2"]["waited_for"] == {
+        "id": "w1", "name": "edit", "resource": "/repo/a.py", "barrier": False,
+    }  # fmt: skip
+    assert drawn["r1"]["waited_for"] is None
+    assert drawn["r2"]["resources"] == {"reads": ["/repo/a.py"], "writes": []}
+    assert run["summary"]["peak"] == probe.peak == 2
+    flows = [e for e in trace(session)["traceEvents"] if e["ph"] in ("s", "f")]
+    assert [e["name"] for e in flows] == ["waited for (resource /repo/a.py)"] * 2
