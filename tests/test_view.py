@@ -19,12 +19,13 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from temporalio.client import Client
 
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, Turn
 from helpers import Probe
 from test_client import client_for
 from test_mcp_gateway import FAN_OUT, UPSTREAM, run_code, serve_command
 from test_temporal import FAST, look, scripted, touch
 from toolnexus import Resources, Session, ToolCall
+from toolnexus.cli import main
 from toolnexus.errors import ViewError
 from toolnexus.scheduling import run_batch
 from toolnexus.session import SURFACE_TYPES, Event
@@ -307,3 +308,40 @@ async def test_a_wait_for_a_resource_key_names_the_key_and_the_call(probe: Probe
     assert run["summary"]["peak"] == probe.peak == 2
     flows = [e for e in trace(session)["traceEvents"] if e["ph"] in ("s", "f")]
     assert [e["name"] for e in flows] == ["waited for (resource /repo/a.py)"] * 2
+
+
+def test_chat_html_writes_the_report_of_every_exchange(
+    provider: FakeProvider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    provider.script(
+        Turn(text="Looking.", calls=[("c1", "search_docs", {"query": "sandbox"})]),
+        Turn(text="In Monty."),
+        Turn(text="Again.", calls=[("c2", "search_docs", {"query": "<b>audit</b>"})]),
+        Turn(text="In the session log."),
+    )
+    lines = ["where do programs run?", "and the audit?"]
+
+    def answer(prompt: str = "") -> str:
+        if not lines:
+            raise EOFError
+        return lines.pop(0)
+
+    monkeypatch.setattr("builtins.input", answer)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    report = tmp_path / "chat.html"
+    code = main(
+        ["chat", "--base-url", provider.url + "/v1", "--model", "m", "--code-mode", "native",
+         "--no-builtins", "--tools", f"{ROOT / 'examples' / 'tools.py'}:TOOLS",
+         "--html", str(report)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"report: {report}" in out
+    page = report.read_text(encoding="utf-8")
+    data = page.split('<script type="application/json" id="tn-data">')[1].split("</script>")[0]
+    run = json.loads(data)
+    assert sorted(c["id"] for c in drawn_calls(run)) == ["c1", "c2"]
+    assert run["summary"]["requests"] == 4
