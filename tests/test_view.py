@@ -5,6 +5,7 @@ durable-run transcript) and the ``toolnexus view`` command."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -113,6 +114,13 @@ async def test_trace_export_follows_the_trace_event_format_and_holds_the_calls()
         else:
             assert event["ph"] == "M"
     assert all(not stack for stack in open_slices.values())  # every B has its E
+    tracks: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for event in events:
+        if event["ph"] == "X":
+            tracks[(event["pid"], event["tid"])].append((event["ts"], event["ts"] + event["dur"]))
+    for spans in tracks.values():  # complete events on one track never partly overlap
+        spans.sort()
+        assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(spans)), spans
     slices = sorted(
         (e["args"]["id"], e["name"]) for e in events if e["ph"] == "X" and "tool" in e["cat"]
     )
