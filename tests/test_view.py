@@ -25,12 +25,14 @@ from helpers import Probe
 from test_client import client_for
 from test_mcp_gateway import FAN_OUT, UPSTREAM, run_code, serve_command
 from test_temporal import FAST, look, scripted, touch
-from toolnexus import Resources, Session, ToolCall
+from toolnexus import Resources, Session, ToolCall, create_client
+from toolnexus.agents import AgentRuntime, agent
 from toolnexus.cli import main
 from toolnexus.errors import ViewError
 from toolnexus.scheduling import run_batch
 from toolnexus.session import SURFACE_TYPES, Event
 from toolnexus.temporal import start_run, worker
+from toolnexus.testing import FunctionModel
 from toolnexus.view import build, read_events, render, trace
 from view_run import demo_run
 
@@ -353,3 +355,32 @@ def test_chat_html_writes_the_report_of_every_exchange(
     run = json.loads(data)
     assert sorted(c["id"] for c in drawn_calls(run)) == ["c1", "c2"]
     assert run["summary"]["requests"] == 4
+
+
+async def test_sub_agents_are_drawn_as_their_own_groups(probe: Probe) -> None:
+    read = probe.tool("read")
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "user":  # each agent reads twice at once, then answers
+            topic = messages[-1]["content"]
+            return [ToolCall(f"{topic}-1", "read", {"id": f"{topic}-1", "steps": 3}),
+                    ToolCall(f"{topic}-2", "read", {"id": f"{topic}-2", "steps": 3})]  # fmt: skip
+        return "done"
+
+    team = [
+        agent("researcher", instructions="Research.", tools=[read]),
+        agent("writer", instructions="Write.", tools=[read]),
+    ]
+    runtime = AgentRuntime(team, client=create_client(model=FunctionModel(model)))
+    await asyncio.gather(runtime.run("researcher", "r"), runtime.run("writer", "w"))
+    sessions = runtime.sessions()
+    assert sorted(sessions) == ["root/researcher.1", "root/writer.2"]
+    run = build(sessions)
+    assert [g["name"] for g in run["groups"]] == list(sessions)
+    for group, topic in zip(run["groups"], ("r", "w"), strict=True):
+        ids = sorted(c["id"] for row in group["rows"] for c in row["calls"])
+        assert ids == [f"{topic}-1", f"{topic}-2"]
+    assert run["summary"]["peak"] == probe.peak  # the two agents' reads overlapped too
+    exported = trace(sessions)["traceEvents"]
+    agents = [e["name"] for e in exported if e["ph"] == "B" and e["cat"] == "agent"]
+    assert agents == ["agent root/researcher.1", "agent root/writer.2"]
