@@ -205,9 +205,9 @@ function waitText(wf) {
 }
 /* -- details ---------------------------------------------------------------------------- */
 var PREVIEW = 400;
-function block(parent, title, clip) {
+function block(parent, title, clip, missing) {
   parent.appendChild(el("h3", "", title));
-  if (!clip) { parent.appendChild(el("div", "", "(not in the log)")); return; }
+  if (!clip) { parent.appendChild(el("div", "", "(" + (missing || "not in the log") + ")")); return; }
   var pre = el("pre", "", clip.text.length > PREVIEW ? clip.text.slice(0, PREVIEW) + "…" : clip.text);
   parent.appendChild(pre);
   if (clip.text.length > PREVIEW || clip.cut) {
@@ -247,7 +247,9 @@ function show(c) {
   if (c.program) row("program", c.program);
   if (c.error) row("error", c.error);
   box.appendChild(dl);
-  block(box, "arguments", c.arguments); block(box, "result", c.result);
+  block(box, "arguments", c.arguments);
+  block(box, "result", c.result, c.program && !c.error ? "not in the session log: a Code Mode " +
+    "sub-call's value goes to its program only" : c.error ? "failed: see error above" : null);
   draw();
 }
 /* -- zoom and scroll -------------------------------------------------------------------- */
