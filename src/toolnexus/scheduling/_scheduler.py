@@ -433,10 +433,8 @@ class Scheduler:
         if not started:
             return None
         self._not_begun += len(started)
-        now = time.time()
         for seq in started:
             call = calls[seq]
-            call.started = now
             call.waited = self._rule.waited_for(seq)
             if self._audit:
                 self._log_start(call)
@@ -458,6 +456,7 @@ class Scheduler:
         handled = 0
         while call is not None:
             slot.began = True
+            call.started = time.time()  # when it begins running, not when the rule let it
             self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context

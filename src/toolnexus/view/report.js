@@ -1,7 +1,7 @@
 (function () {
 "use strict";
 var D = JSON.parse(document.getElementById("tn-data").textContent);
-var ROW = 22, LABEL = 230, MARGIN = 6;
+var ROW = 22, LABEL = 230, MARGIN = 6, MAX_LINKS = 60;
 var COLOURS = {safe: "--safe", unsafe: "--unsafe", failed: "--failed", refused: "--refused",
   timeout: "--timeout", unknown: "--unknown", model: "--model"};
 var CLASS_NAMES = {safe: "safe (ran with others)", unsafe: "unsafe (ran alone)", failed: "failed",
@@ -119,9 +119,15 @@ function draw() {
   links.appendChild(arrow());
   links.setAttribute("width", canvas.style.width);
   links.setAttribute("height", String(20 + rows.length * ROW));
-  Object.keys(drawn).forEach(function (id) {
+  var waiting = Object.keys(drawn).filter(function (id) {
+    var wf = drawn[id].waited_for; return wf && wf.id && where[wf.id];
+  });
+  var status = document.getElementById("status");
+  status.textContent = waiting.length > MAX_LINKS ? " · " + waiting.length +
+    " waits in view: zoom in to draw their arrows" : "";
+  if (waiting.length > MAX_LINKS) return;
+  waiting.forEach(function (id) {
     var c = drawn[id], wf = c.waited_for;
-    if (!wf || !wf.id || !where[wf.id]) return;
     var from = where[wf.id], to = where[c.id];
     /* an arc from the middle of the call waited on to the start of the call that waited */
     var x1 = x((from.call.start + from.call.end) / 2), y1 = 20 + from.row * ROW + 3;
