@@ -338,6 +338,7 @@ async def test_run_code_uses_the_session_and_call_id_of_its_context(
     assert [(e.type, e.data["id"]) for e in session.events] == [
         ("code_run", "toolu_1"),
         ("tool_call", "toolu_1:code:1"),
+        ("call_timing", "toolu_1:code:1"),
     ]
     assert session.events[0].data == {
         "id": "toolu_1",

@@ -23,6 +23,7 @@ import toolnexus.tools.builtins
 import toolnexus.tools.mcp
 import toolnexus.tools.relay
 import toolnexus.tools.tiers
+import toolnexus.view
 
 EXPECTED = {
     toolnexus: [
@@ -32,7 +33,7 @@ EXPECTED = {
     ],
     toolnexus.errors: [
         "AgentError", "ConfigurationError", "ModelRetry", "PatchError", "ProviderError",
-        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
+        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError", "ViewError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
@@ -59,6 +60,7 @@ EXPECTED = {
         "start_run", "worker",
     ],
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
+    toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Resources",
         "ResourcesFunction", "Tool", "ToolHints", "ToolHooks", "ToolResult", "Toolkit",

@@ -1,13 +1,16 @@
-"""The ``toolnexus`` command: run a Code Mode program, print an SDK, or chat with a model.
+"""The ``toolnexus`` command: run a Code Mode program, print an SDK, chat with a model, or
+draw a saved run.
 
     toolnexus [--version] [-v] COMMAND ...
     toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [--timeout S]
-                            [TOOL OPTIONS]
+                            [--html REPORT] [TOOL OPTIONS]
     toolnexus sdk [--language L] [TOOL OPTIONS]
     toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
-                   [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [TOOL OPTIONS]
+                   [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [--html REPORT]
+                   [TOOL OPTIONS]
     toolnexus mcp serve --config mcp.json [--transport stdio|http] [--host H] [--port P]
                         [--language L] [--mode code|both] [--audit-log FILE] [--tools SPEC]
+    toolnexus view FILE... [-o REPORT.html] [--trace TRACE.json]
 
 TOOL OPTIONS: every command offers the built-in tools rooted at the current directory
 (``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
@@ -315,6 +318,8 @@ async def run_code_command(
         finally:
             await runtime.aclose()
         out = run.result()
+    # written first (a report even if printing fails), said last (where the eye ends up)
+    report = _write_report(args.html, session.events) if args.html else None
     if watch.spans:
         watch.note_waits(session)
         console.print(watch.timeline())
@@ -328,10 +333,12 @@ async def run_code_command(
         console.print(f"[bold red]error ({error['kind']}):[/] {escape(error['message'])}")
         console.print("tool calls the program started, and how each ended:")
         console.print_json(json.dumps(out["calls"]))
-        return 1
-    console.print("result:")
-    console.print_json(json.dumps(out["result"]))
-    return 0
+    else:
+        console.print("result:")
+        console.print_json(json.dumps(out["result"]))
+    if report is not None:
+        console.print(report, markup=False, highlight=False)
+    return 1 if "error" in out else 0
 
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
@@ -422,7 +429,7 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
     except ConfigurationError as exc:  # a bad --base-url, no key: the command line's fault
         raise UsageError(str(exc)) from None
     async with tool_set(args) as tools:
-        return await _chat(client, tools, console)
+        return await _chat(client, tools, console, args.html)
 
 
 def _request_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -432,8 +439,51 @@ def _request_params(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
-async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
+def _write_report(path: str, source: Any) -> str:
+    """Write the HTML report of ``source`` (see toolnexus.view) to ``path``; say where."""
+    from toolnexus.view import render
+
+    target = Path(path)
+    try:
+        target.write_text(render(source), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html: cannot write {path}: {exc.strerror or exc}") from None
+    return f"report: {target.resolve()}  (open it in a browser)"
+
+
+def view_command(args: argparse.Namespace, console: Console) -> int:
+    """``toolnexus view FILE``: the HTML report (and the Chrome trace) of saved session logs."""
+    from toolnexus.view import render, trace
+
+    sources = args.files
+    if len(sources) == 1:
+        source: Any = sources[0]
+    else:  # one group per file (sub-agents' sessions, say), named by the file
+        source = {Path(name).name: name for name in sources}
+    try:
+        page = render(source)
+        exported = trace(source) if args.trace else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
+    out = Path(args.output or Path(sources[0]).with_suffix(".html").name)
+    try:
+        out.write_text(page, encoding="utf-8")
+        console.print(f"report: {out.resolve()}", markup=False, highlight=False)
+        if exported is not None:
+            Path(args.trace).write_text(json.dumps(exported), encoding="utf-8")
+            console.print(
+                f"trace: {args.trace}  (open it in https://ui.perfetto.dev)",
+                markup=False,
+                highlight=False,
+            )
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
+    return 0
+
+
+async def _chat(client: Any, tools: list[Tool], console: Console, html: str | None = None) -> int:
     history: list[dict[str, Any]] = []
+    events: list[Any] = []  # every exchange's session events, for the --html report
     console.print("[dim]toolnexus chat: an empty line or end of input quits[/]")
     while True:
         try:
@@ -456,6 +506,9 @@ async def _chat(client: Any, tools: list[Tool], console: Console) -> int:
                 history = event.result.messages
                 console.print()
                 _say_how_it_ended(event.result, console)
+                if html is not None:  # rewritten after each exchange: a crash loses little
+                    events += event.result.session.events
+                    console.print(_write_report(html, events), markup=False, highlight=False)
     return 0
 
 
@@ -542,6 +595,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_seconds,
         help="seconds the program may run, tool calls included (default 30)",
     )
+    run.add_argument("--html", help="write an HTML report of the run here (see toolnexus view)")
     _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
     sdk.add_argument(
@@ -573,6 +627,7 @@ def _parser() -> argparse.ArgumentParser:
         "--api-key", help="else OPENROUTER_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY"
     )
     chat.add_argument("--tools", help=TOOLS_HELP)
+    chat.add_argument("--html", help="write an HTML report of the chat here after each answer")
     chat.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
     chat.add_argument(
         "--max-tokens", type=_at_least_one, help="the most tokens the model may write per turn"
@@ -607,6 +662,17 @@ def _parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run bash, write, edit, ... without asking first"
     )
     _tool_options(chat)
+    view = commands.add_parser(
+        "view", help="draw saved session logs: an HTML timeline and a Chrome trace"
+    )
+    view.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a saved session (Session.save) or gateway audit log; several: one group each",
+    )
+    view.add_argument("-o", "--output", help="the HTML report (default: FILE's name, .html)")
+    view.add_argument("--trace", help="also write the Chrome Trace Event Format JSON here")
     mcp = commands.add_parser("mcp", help="toolnexus as an MCP server")
     serving = mcp.add_subparsers(dest="mcp_command", required=True)
     serve = serving.add_parser(
@@ -674,6 +740,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(sdk_command(args, console))
         if args.command == "mcp":
             return mcp_serve_command(args)
+        if args.command == "view":
+            return view_command(args, console)
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
         errors.print(f"toolnexus: {exc}", style="red", markup=False)

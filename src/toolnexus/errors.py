@@ -7,7 +7,8 @@ The tree::
     ├── ToolArgumentsError (ValueError) arguments that do not match a tool's input schema
     ├── SessionError (ValueError)       an event the session log refuses (type or data)
     ├── ProviderError                   a model endpoint refused or failed a request
-    └── ToolError                       a failed tool call, as a program or caller sees it
+    ├── ToolError                       a failed tool call, as a program or caller sees it
+    └── ViewError (ValueError)          a file toolnexus.view cannot draw (not a session log)
 
 Exceptions are for the host developer. What a model-written program sees of a failure is kept
 to two strings, ``tool`` and ``message`` (see [`ToolError`][toolnexus.errors.ToolError] and
@@ -30,6 +31,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolError",
     "ToolnexusError",
+    "ViewError",
 ]
 
 
@@ -137,3 +139,7 @@ class ModelRetry(ToolnexusError):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
+
+
+class ViewError(ToolnexusError, ValueError):
+    """`toolnexus.view` cannot draw what it was given (a file that is not a session log)."""

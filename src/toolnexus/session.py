@@ -5,8 +5,9 @@ Two kinds of event share one log:
 * **surface** events (``system_message``, ``user_message``, ``assistant_message``,
   ``tool_result``) are the transcript; [`Session.messages`][toolnexus.session.Session.messages]
   projects each to one message;
-* **bookkeeping** events (``tool_call``, ``turn_start``, ``turn_end``, ``step_start``,
-  ``step_end``, ``request_header``, and any other type you log) project to nothing.
+* **bookkeeping** events (``tool_call``, ``call_timing``, ``turn_start``, ``turn_end``,
+  ``step_start``, ``step_end``, ``request_header``, and any other type you log) project to
+  nothing.
 
 Why one log with two kinds: a Code Mode program may make hundreds of tool calls, and each must
 be audited, but none of them may enter the model's history: only what the program returns does.
@@ -53,9 +54,12 @@ SURFACE_TYPES: dict[str, str] = {
 
 BOOKKEEPING_TYPES = frozenset(
     {
+        "approval",
         "call_resources",
+        "call_timing",
         "code_run",
         "fallback",
+        "model_response",
         "model_stop",
         "tool_call",
         "turn_start",

@@ -30,6 +30,7 @@ from toolnexus.agents._definition import AgentDefinition, Budget
 from toolnexus.client import Client, RunResult, Usage
 from toolnexus.errors import AgentError, ConfigurationError, ProviderError
 from toolnexus.scheduling import ToolCall, snapshot
+from toolnexus.session import Event
 from toolnexus.tools import Tool
 
 __all__ = ["AgentError", "AgentRuntime", "Handle", "TaskResult", "TaskStatus"]
@@ -78,6 +79,7 @@ class Handle:
         self.children: list[Handle] = []
         self.status: Literal["idle", "queued", "running", "closed"] = "idle"
         self.history: list[dict[str, Any]] = []
+        self.events: list[Event] = []  # its turns' session events, for toolnexus.view
         self.prompts: deque[str] = deque()
         self.inbox: deque[str] = deque()
         self.usage = Usage()
@@ -227,6 +229,18 @@ class AgentRuntime:
         everyone = AgentDefinition("root", "", team=tuple(self.definitions))
         self.root = Handle("root", everyone, None, Budget())
         self.trace = _Trace()  # (event, handle id): spawned, queued, started, finished, closed
+
+    def sessions(self) -> dict[str, list[Event]]:
+        """Each agent's session events so far (every turn it ran), by agent id, closed agents
+        included: ``toolnexus.view.render(runtime.sessions())`` draws each as its own group."""
+        found: dict[str, list[Event]] = {}
+        pending = list(self.root.children)
+        while pending:
+            handle = pending.pop(0)
+            if handle.events:
+                found[handle.id] = list(handle.events)
+            pending.extend(handle.children)
+        return found
 
     # -- verbs -----------------------------------------------------------------------------------
 
@@ -549,6 +563,7 @@ class AgentRuntime:
             handle._paused = run
             return TaskResult(run.text, "pending", run.turns, run.usage, pending=list(run.pending))
         handle.history = run.messages  # its usage and tool calls were counted as they happened
+        handle.events += run.session.events
         if run.status == "done":
             return TaskResult(run.text, "done", run.turns, run.usage)
         error = run.stopped_by or "the turn budget (max_turns) ran out"

@@ -57,7 +57,14 @@ from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
-__all__ = ["LoopConfig", "Meter", "agent_loop", "assistant_message", "provider_stop"]
+__all__ = [
+    "LoopConfig",
+    "Meter",
+    "agent_loop",
+    "assistant_message",
+    "model_response",
+    "provider_stop",
+]
 
 CANCELLED = "the run was cancelled before this call finished"
 DEFAULT_RETRIES = 1
@@ -237,6 +244,11 @@ class _Run:
         if self.config.meter is not None:
             self.config.meter.spend(reply.usage)
         self.text = reply.text
+        # a bookkeeping record of the request (what it cost), for toolnexus.view
+        response = model_response(
+            self.turns, self.config.style.model, reply.usage, reply.stop_reason
+        )
+        self.session._append_json("model_response", response)
         if reply.ending in ("refused", "context_window"):
             self.provider_stopped(reply)
             return
@@ -295,6 +307,19 @@ class _Run:
                     f"tool '{name}' needed another try more often than its retries "
                     f"({allowed}) allow"
                 )
+
+
+def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None) -> dict[str, Any]:
+    """The data of a ``model_response`` bookkeeping event: one model request and its cost."""
+    return {
+        "turn": turn,
+        "model": model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "stop_reason": stop_reason,
+    }
 
 
 def assistant_message(

@@ -9,6 +9,7 @@ the lane: both are present, so a program never meets an undefined function and c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -102,13 +103,27 @@ async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext[Any]) -> s
             f"call to '{tool.name}' needs approval and no approval handler is configured; "
             "it was not run"
         )
+    asked = time.time()
+    failed = False
     try:
         verdict = await maybe_await(ctx.approval_handler(tool.name, dict(args)))
     except Exception:
         logger.exception("approval handler raised for tool %r; refusing the call", tool.name)
-        return f"call to '{tool.name}' was not approved (the approval handler failed)"
+        verdict, failed = None, True
+    if ctx.session is not None:  # bookkeeping: who was asked, how long the answer took
+        ctx.session.log_event(
+            "approval",
+            {
+                "tool": tool.name,
+                "approved": verdict is True,
+                "asked": asked,
+                "answered": time.time(),
+            },
+        )
     if verdict is True:
         return None
+    if failed:
+        return f"call to '{tool.name}' was not approved (the approval handler failed)"
     return f"call to '{tool.name}' was not approved"
 
 

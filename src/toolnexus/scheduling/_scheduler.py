@@ -22,7 +22,9 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
@@ -64,6 +66,9 @@ YIELD_EVERY = 16
 
 STOP_GRACE_SECONDS = 5.0
 """How long ``stop()`` waits for cancelled tool tasks to finish before leaving them behind."""
+
+_lane_numbers = itertools.count(1)
+"""Each lane's number in ``call_timing`` events (a waited-for ``seq`` is one of its lane's)."""
 
 
 class Dispatch(Protocol):
@@ -128,7 +133,9 @@ class _Call:
     """The lane's record of one call, from submission to commit."""
 
     __slots__ = (
+        "admitted",
         "args",
+        "finished",
         "future",
         "logged_args",
         "mode",
@@ -138,6 +145,7 @@ class _Call:
         "run_ctx",
         "seq",
         "span",
+        "started",
         "tool",
         "waited",
     )
@@ -153,6 +161,7 @@ class _Call:
         future: asyncio.Future[Outcome],
         model_call_id: str | None,
         resources: Resources | None = None,
+        admitted: float = 0.0,
     ) -> None:
         self.seq = seq
         self.tool = tool
@@ -166,6 +175,10 @@ class _Call:
         self.model_call_id = model_call_id
         self.outcome: Outcome | None = None
         self.span: Span = INVALID_SPAN  # its trace span, while it runs
+        # when it entered the lane, started and settled (time.time(); see Scheduler._log_timing)
+        self.admitted = admitted
+        self.started = 0.0
+        self.finished = 0.0
 
 
 class _Slot:
@@ -198,7 +211,10 @@ class Scheduler:
         dispatch: ``async (tool, args, run_ctx) -> value | Outcome``; defaults to running
             ``tool.invoke`` (validate, then execute).
         session: The [`Session`][toolnexus.session.Session] that receives one bookkeeping
-            ``tool_call`` event per started call; a fresh one by default.
+            ``tool_call`` event per started call; a fresh one by default. A session given here
+            also receives one ``call_timing`` event per call as it commits: when it entered
+            the lane, started and finished (``admitted``, ``started``, ``finished``, seconds
+            since the epoch), whether it failed, and what it declared and waited for.
         max_parallel: The most calls executing at once (positive int, default 10).
         call_id: The outer call's id (a ``run_code`` tool-call id), used to build each event's
             ``"<call_id>:code:<seq>"`` id.
@@ -247,6 +263,8 @@ class Scheduler:
         self._call_id = call_id
         self._event_prefix = f"{call_id}:code:" if call_id else "code:"
         self._audit = audit
+        self._timing = session is not None  # nobody reads a fresh session's timings
+        self._lane = next(_lane_numbers)
         self._calls: dict[int, _Call] = {}
         self._events: list[Event] = []
         self._workers: set[asyncio.Task[None]] = set()
@@ -303,7 +321,7 @@ class Scheduler:
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode, resources)
         self._calls[seq] = _Call(
-            seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources
+            seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources, time.time()
         )
         self._carry_out([], started, take=False)
         return Ticket(self, seq, name, future)
@@ -363,8 +381,13 @@ class Scheduler:
         self._stopped = True
         for seq, settled in self._rule.close():
             call = self._calls.pop(seq)
-            outcome = call.outcome if settled else None
-            self._deliver(call, outcome or Outcome.failure(call.tool.name, ABANDONED))
+            outcome = (call.outcome if settled else None) or Outcome.failure(
+                call.tool.name, ABANDONED
+            )
+            if self._timing:
+                call.finished = call.finished or time.time()
+                self._log_timing(call, outcome)
+            self._deliver(call, outcome)
         workers = [w for w in self._workers if not w.done()]
         for worker in workers:
             worker.cancel()
@@ -404,6 +427,8 @@ class Scheduler:
         for seq in committed:
             call = calls.pop(seq)
             assert call.outcome is not None  # the rule commits settled calls only
+            if self._timing:
+                self._log_timing(call, call.outcome)
             self._deliver(call, call.outcome)
         if not started:
             return None
@@ -431,6 +456,7 @@ class Scheduler:
         handled = 0
         while call is not None:
             slot.began = True
+            call.started = time.time()  # when it begins running, not when the rule let it
             self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
@@ -498,6 +524,7 @@ class Scheduler:
 
     def _settle(self, call: _Call, outcome: Outcome, *, take: bool) -> _Call | None:
         call.outcome = outcome
+        call.finished = time.time()
         committed, started = self._rule.settle(call.seq)
         return self._carry_out(committed, started, take=take)
 
@@ -540,6 +567,32 @@ class Scheduler:
             waited = call.waited
             facts["waited_for"] = {"seq": waited.call, "resource": waited.resource}
         return facts
+
+    def _log_timing(self, call: _Call, outcome: Outcome) -> None:
+        """The ``call_timing`` event of a call as it commits (or is abandoned by ``stop``).
+
+        ``id`` is the call's event id (a sub-call's ``tool_call`` id, a native call's model id);
+        ``lane`` and ``seq`` place it in its lane, where ``waited_for.seq`` names another call.
+        """
+        data: dict[str, Any] = {
+            "id": call.model_call_id
+            if self._call_id is None and call.model_call_id is not None
+            else f"{self._event_prefix}{call.seq}",
+            "name": call.tool.name,
+            "lane": self._lane,
+            "seq": call.seq,
+            "mode": call.mode,
+            "admitted": call.admitted,
+            "started": call.started or call.finished,
+            "finished": call.finished,
+            "ok": outcome.error is None,
+            **self._scheduling_facts(call),
+        }
+        if outcome.error is not None:
+            data["error"] = outcome.error.get("message", "")
+        if self._audit:  # a Code Mode lane: its program's call id
+            data["program"] = self._call_id
+        self._events.append(self._session._append_json("call_timing", data))
 
     def _deliver(self, call: _Call, outcome: Outcome) -> None:
         if not call.future.done():

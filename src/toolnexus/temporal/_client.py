@@ -16,7 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from toolnexus._checks import positive_int, positive_number
 from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
-from toolnexus.client._loop import assistant_message, provider_stop
+from toolnexus.client._loop import assistant_message, model_response, provider_stop
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
@@ -380,6 +380,9 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
         text = reply["text"]
         models.append(reply["model"])
         usage.add(Usage(**reply["usage"]))
+        stop_reason = reply.get("stop_reason")
+        response = model_response(number, reply["model"], Usage(**reply["usage"]), stop_reason)
+        session._append_json("model_response", response)
         ending = reply.get("ending", "answered")
         if ending in ("refused", "context_window"):  # as in process: a bookkeeping event
             _, stopped_by = provider_stop(ending, reply["stop_reason"], reply["stop_details"])
