@@ -25,7 +25,7 @@ async def test_native_batch_records_overlap_and_the_barrier(probe: Probe) -> Non
         ToolCall("c3", "write", {"id": "w"}),
         ToolCall("c4", "read", {"id": "d", "fail": "disk gone"}),
     ]
-    await run_batch(calls, [read, write], session=session, max_concurrency=4)
+    await run_batch(calls, [read, write], session=session, max_parallel=4)
     timing = {t["id"]: t for t in _timings(session)}
     assert list(timing) == ["c1", "c2", "c3", "c4"]  # written as each commits, in order
     c1, c2, c3, c4 = (timing[c] for c in ("c1", "c2", "c3", "c4"))

@@ -108,7 +108,7 @@ async def demo_run(hostile: bool = False) -> tuple[RunResult, Meter]:
         model=FunctionModel(model, name="demo-model"),
         code_mode="both",
         approval_handler=approve,
-        max_tool_concurrency=4,
+        max_parallel=4,
     )
     result = await client.run(
         "Read a.txt and b.txt, then write c.txt.",
