@@ -59,12 +59,20 @@ def toolnexus(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
     return run
 
 
-def test_the_installed_entry_point_runs_the_quick_start_job() -> None:
+def test_the_installed_entry_point_runs_the_quick_start_job(tmp_path: Path) -> None:
+    report = tmp_path / "run.html"  # the Quick start writes run.html: the run as a timeline
     done = subprocess_toolnexus(
-        "run-code", str(ROOT / "examples/programs/research.py"), "--tools", EXAMPLE_TOOLS
+        "run-code",
+        str(ROOT / "examples/programs/research.py"),
+        "--tools",
+        EXAMPLE_TOOLS,
+        "--html",
+        str(report),
     )
     assert done.returncode == 0, done.stderr
     assert "what ran together: [1]  ->  [2 3 4]  ->  [5]" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith(f"report: {report}")
+    assert "<html" in report.read_text(encoding="utf-8")
     assert done.stderr == ""
 
 
