@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -12,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fake_provider import FakeProvider
 from helpers import Probe, RuntimeFactory
@@ -94,6 +99,25 @@ def free_port() -> int:
     return port
 
 
+async def _serving(address: str, seconds: float = 60) -> bool:
+    """Whether the dev server at ``address`` answers a real request within ``seconds``: its
+    port opens before its frontend is ready ("Frontend is not healthy yet")."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.client import Client
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            client = await Client.connect(address)
+            request = DescribeNamespaceRequest(namespace="default")
+            await client.workflow_service.describe_namespace(request)
+            return True
+        except Exception:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def temporal_address() -> Iterator[str]:
     """A Temporal dev server: in memory, on 127.0.0.1, headless, its version check off, from
@@ -109,7 +133,7 @@ def temporal_address() -> Iterator[str]:
     server = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
-    if not listening(port, server, seconds=60):
+    if not listening(port, server, seconds=60) or not asyncio.run(_serving(f"127.0.0.1:{port}")):
         server.kill()
         pytest.fail(f"the Temporal dev server did not start ({command})")
     yield f"127.0.0.1:{port}"
@@ -118,3 +142,25 @@ def temporal_address() -> Iterator[str]:
         server.wait(timeout=10)
     except subprocess.TimeoutExpired:
         server.kill()
+
+
+_SPANS = InMemorySpanExporter()
+_SPANS_ATTACHED: list[TracerProvider] = []
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans the test's code finished, from an in-memory exporter.
+
+    A process can set its tracer provider only once, so the first test that asks sets one, and
+    the exporter is attached to whichever provider is in force; each test starts empty."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    if provider not in _SPANS_ATTACHED:
+        provider.add_span_processor(SimpleSpanProcessor(_SPANS))
+        _SPANS_ATTACHED.append(provider)
+    _SPANS.clear()
+    yield _SPANS
+    _SPANS.clear()

@@ -21,9 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from responses_endpoint import CODE_EXECUTION, CONTAINER_REQUIRED, Endpoint, Step, hosted_program
@@ -284,24 +281,6 @@ async def test_hosted_code_offers_each_tool_to_its_callers(
     plain = json.dumps(endpoint.requests[1]["tools"])
     assert "allowed_callers" not in plain and "code_execution" not in plain
     assert "programmatic" not in plain
-
-
-_EXPORTER = InMemorySpanExporter()
-_ATTACHED: list[TracerProvider] = []
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    if provider not in _ATTACHED:
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        _ATTACHED.append(provider)
-    _EXPORTER.clear()
-    yield _EXPORTER
-    _EXPORTER.clear()
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

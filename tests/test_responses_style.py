@@ -18,9 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
@@ -447,24 +445,6 @@ async def test_usage_adds_up_each_responses_figures_cached_tokens_included(
     assert result.usage.input_tokens == sum(u["input"] for u in endpoint.usages)
     assert result.usage.output_tokens == sum(u["output"] for u in endpoint.usages)
     assert result.usage.cache_read_tokens == sum(u["cached"] for u in endpoint.usages) > 0
-
-
-_EXPORTER = InMemorySpanExporter()
-_ATTACHED: list[TracerProvider] = []
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    if provider not in _ATTACHED:
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        _ATTACHED.append(provider)
-    _EXPORTER.clear()
-    yield _EXPORTER
-    _EXPORTER.clear()
 
 
 async def test_each_model_request_is_a_span_with_its_usage(
