@@ -63,8 +63,9 @@ def _keys(keys: Iterable[str], what: str) -> frozenset[str]:
 
 
 def overlaps(a: str, b: str) -> bool:
-    """Whether keys ``a`` and ``b`` name a common resource: equal, or one below the other."""
-    if a == b:
-        return True
-    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
-    return longer.startswith(shorter.rstrip("/") + "/")
+    """Whether keys ``a`` and ``b`` name a common resource: equal, or one below the other.
+
+    Trailing slashes do not count (``"a/"`` is ``"a"``), and ``"/"`` is above every absolute key.
+    """
+    a, b = a.rstrip("/"), b.rstrip("/")
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
