@@ -40,7 +40,7 @@ from toolnexus.scheduling._outcome import (
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
 from toolnexus.tools import Tool
-from toolnexus.tools._resources import Resources
+from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 
 __all__ = [
@@ -300,6 +300,12 @@ class Scheduler:
             return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
         logged = snapshot(raw)
         mode, resources = classify(tool, dispatched)
+        if (
+            resources is not None
+            and self._rule.writes_everything is not None
+            and resolves_paths(tool.resources)
+        ):
+            resources = None  # resolved before a call that may relink paths: keep the class
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode, resources)
         self._calls[seq] = _Call(
