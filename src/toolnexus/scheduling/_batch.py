@@ -50,9 +50,12 @@ def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
         if not raw.strip():
             return {}
         try:
-            raw = loads_strict(raw)
+            decoded = loads_strict(raw)
         except ValueError as exc:
             return f"{exc}; send the arguments as one JSON object"
+        if type(decoded) is dict:
+            return decoded  # plain JSON, checked by loads_strict, and a fresh object: as is
+        raw = decoded
     if not isinstance(raw, Mapping):
         return f"arguments must be a JSON object, got {_json_kind(raw)}"
     # a mapping a provider decoded itself: same limits (host objects are left to the snapshot)
