@@ -112,6 +112,11 @@ def precheck(
     return tool, args
 
 
+async def _invoke_checked(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+    """The dispatch of a batch: `precheck` has validated the arguments already."""
+    return await tool._invoke_checked(args, run_ctx)
+
+
 def check_calls(calls: Iterable[object]) -> None:
     """Raise unless every item of ``calls`` is a ``ToolCall`` (what a batch takes).
 
@@ -179,7 +184,7 @@ async def run_batch(
     check_calls(calls)
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
     cap = max_tool_concurrency(max_concurrency)
-    async with Scheduler(max_parallel=cap, audit=False, session=session) as lane:
+    async with Scheduler(_invoke_checked, max_parallel=cap, audit=False, session=session) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:
             checked = precheck(call, kit)
