@@ -240,7 +240,8 @@ class SchedulingRule:
         self._pending: deque[int] = deque()  # submitted, not started, in order
         self._running: set[int] = set()  # started, not settled
         self._settled: set[int] = set()  # settled, waiting for their turn to commit
-        self._waits: dict[int, Wait] = {}  # why a call did not start at once
+        # Why a call did not start at once; a bare number is a call that touches everything.
+        self._waits: dict[int, Wait | int] = {}
         self._closed = False
         # The safe/unsafe rule, while no uncommitted call declares resources.
         self._general = False
@@ -283,9 +284,9 @@ class SchedulingRule:
             if (not started or started[-1] != seq) and seq not in self._waits:
                 if mode == "exclusive":
                     if self._cursor < seq:
-                        self._waits[seq] = Wait(self._cursor, EVERYTHING)
+                        self._waits[seq] = self._cursor
                 elif self._exclusives and self._exclusives[0] < seq:
-                    self._waits[seq] = Wait(self._exclusives[0], EVERYTHING)
+                    self._waits[seq] = self._exclusives[0]
             return seq, started
         if resources is not None and not isinstance(resources, Resources):
             raise ValueError(f"resources must be Resources or None, got {resources!r}")
@@ -420,7 +421,8 @@ class SchedulingRule:
     def waited_for(self, seq: int) -> Wait | None:
         """The first conflict that held call ``seq`` back, until it commits (``None``: it never
         waited for another call, only perhaps for the cap)."""
-        return self._waits.get(seq)
+        wait = self._waits.get(seq)
+        return Wait(wait, EVERYTHING) if isinstance(wait, int) else wait
 
     # -- the safe/unsafe rule -----------------------------------------------------------------
 
@@ -428,20 +430,16 @@ class SchedulingRule:
         """No uncommitted call declares resources: only the head of the queue may start; a
         parallel one when the cap allows and no exclusive call holds the barrier, an exclusive
         one when nothing runs and every earlier call has committed."""
+        # A call held back here was already held back when it was submitted (by the same
+        # exclusive call, or by an earlier call it must follow): ``submit`` recorded the wait.
         started: list[int] = []
         pending, running, modes = self._pending, self._running, self._modes
-        while pending:
+        while pending and self._barrier is None:
             head = pending[0]
-            if self._barrier is not None:
-                if head not in self._waits:
-                    self._waits[head] = Wait(self._barrier, EVERYTHING)
-                break
             if modes[head] == "parallel":
                 if len(running) >= self.max_parallel:
                     break
             elif running or self._cursor != head:
-                if head not in self._waits:
-                    self._waits[head] = Wait(self._cursor, EVERYTHING)
                 break
             else:
                 self._barrier = head
@@ -527,8 +525,7 @@ class SchedulingRule:
             else:  # writes everything: waits for any earlier call
                 blocker = touchers[0] if touchers[0] < head else None
             if blocker is not None:
-                if head not in self._waits:
-                    self._waits[head] = Wait(blocker, EVERYTHING)
+                self._waits.setdefault(head, blocker)
                 break
             pending.popleft()
             del footprints[head]
