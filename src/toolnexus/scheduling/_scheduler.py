@@ -370,6 +370,7 @@ class Scheduler:
         if self._stopped:
             return
         self._stopped = True
+        self._ready.clear()  # started calls no worker took: answered below, never run
         for seq, settled in self._rule.close():
             call = self._calls.pop(seq)
             outcome = call.outcome if settled else None
@@ -476,6 +477,8 @@ class Scheduler:
                 self._ready.appendleft(call)
                 await asyncio.sleep(0)
                 slot.took = True
+                if self._stopped:
+                    return
                 call = slot.call = self._ready.popleft() if self._ready else None
 
     def _span_attributes(self, call: _Call) -> dict[str, Any]:
