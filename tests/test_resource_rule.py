@@ -24,6 +24,7 @@ from previous_rule import SchedulingRule as PreviousRule
 from toolnexus import Resources
 from toolnexus.scheduling import EVERYTHING, MAX_KEY_WORK, SchedulingRule, Wait
 from toolnexus.tools import Mode
+from toolnexus.tools._resources import overlaps
 
 # -- 1. the differential test ----------------------------------------------------------------
 
@@ -337,9 +338,11 @@ def test_a_declaration_past_the_work_bound_touches_everything() -> None:
 
 
 def test_trailing_slashes_and_the_root_key() -> None:
+    # A folder key padded with slashes longer than a file key below it used to cover nothing.
     rule = SchedulingRule(max_parallel=10)
-    assert rule.submit("parallel", Resources(writes=["/r/src/"])) == (1, [1])
-    assert rule.submit("parallel", Resources(reads=["/r/src//app.py"])) == (2, [])
-    assert rule.waited_for(2) == Wait(1, "/r/src//app.py")
+    assert rule.submit("parallel", Resources(writes=["/r/src////////"])) == (1, [1])
+    assert rule.submit("parallel", Resources(reads=["/r/src/a"])) == (2, [])
+    assert rule.waited_for(2) == Wait(1, "/r/src/a")
+    assert overlaps("/r/src////////", "/r/src/a") and overlaps("/r/src/a", "/r/src//")
     assert rule.submit("parallel", Resources(reads=["/"])) == (3, [])  # "/" covers /r/src
     assert rule.submit("parallel", Resources(reads=["r/src"])) == (4, [4])  # relative: apart
