@@ -281,7 +281,7 @@ class SchedulingRule:
                 self._exclusives.append(seq)
             self._pending.append(seq)
             started = self._start_fifo()
-            if (not started or started[-1] != seq) and seq not in self._waits:
+            if not started or started[-1] != seq:  # held back: by what, known now
                 if mode == "exclusive":
                     if self._cursor < seq:
                         self._waits[seq] = self._cursor
@@ -321,7 +321,7 @@ class SchedulingRule:
         running.remove(seq)
         if seq != self._cursor:  # an earlier call is still outstanding: wait for it
             self._settled.add(seq)
-            return [], self._start_ready()
+            return [], self._start_ready() if self._general else self._start_fifo()
         committed = [seq]
         settled = self._settled
         cursor = seq + 1
@@ -331,19 +331,21 @@ class SchedulingRule:
             cursor += 1
         self._cursor = cursor
         waits = self._waits
-        if waits:
-            for done in committed:
-                waits.pop(done, None)
         if not self._general:
             modes = self._modes
             for done in committed:
                 del modes[done]
+            if waits:
+                for done in committed:
+                    waits.pop(done, None)
             exclusives = self._exclusives
             while exclusives and exclusives[0] < cursor:
                 exclusives.popleft()
             if self._barrier is not None and self._barrier < cursor:
                 self._barrier = None
             return committed, self._start_fifo()
+        for done in committed:
+            waits.pop(done, None)
         self._release(cursor)
         if cursor == self._next:  # idle: back to the safe/unsafe rule's own bookkeeping
             self._general = False
