@@ -230,3 +230,58 @@ await asyncio.gather(
     assert (files / "a.py").read_text() == "a.py v2\n"
     assert watch.peak == 3  # a, b and c together; a's second edit after its first committed
     assert watch.starts[-1] == "edit:./a.py:3"
+
+
+async def test_a_link_made_by_bash_earlier_in_the_batch_is_seen_by_later_paths(
+    files: Path,
+) -> None:
+    # Keys resolved when the batch was submitted named alias.py before it existed, so the two
+    # edits of one file ran together after bash, and the second did not see the first.
+    watch = InFlight()
+    calls = [
+        call(1, "bash", command="ln -s a.py alias.py"),
+        call(2, "edit", path="alias.py", old_string="v0", new_string="v1"),
+        call(3, "edit", path="a.py", old_string="v1", new_string="v2"),
+        call(4, "read", path="b.py"),
+    ]
+    outcomes = await run_batch(calls, kit(files, watch))
+    assert all(o.ok for o in outcomes), outcomes  # each edit saw the one before it
+    assert (files / "a.py").read_text() == "a.py v2\n"
+    assert all(len([x for x in g if "a.py" in x]) <= 1 for g in watch.together)
+    assert watch.starts[1:3] == ["edit:alias.py:1", "edit:a.py:2"]
+
+
+async def test_hard_links_of_one_file_share_a_key(files: Path) -> None:
+    (files / "hard.py").hardlink_to(files / "a.py")
+    watch = InFlight()
+    calls = [
+        call(1, "edit", path="a.py", old_string="v0", new_string="v1"),
+        call(2, "edit", path="hard.py", old_string="v1", new_string="v2"),
+        call(3, "edit", path="b.py", old_string="v0", new_string="v1"),
+    ]
+    outcomes = await run_batch(calls, kit(files, watch))
+    assert all(o.ok for o in outcomes), outcomes
+    assert (files / "a.py").read_text() == "a.py v2\n"
+    assert watch.together[1] == {"edit:a.py:0", "edit:b.py:1"}  # b overlaps, hard.py waits
+    assert watch.starts[2] == "edit:hard.py:2"
+    tools = {t.name: t for t in builtin_tools(files, resource_keys=True)}
+    write = tools["write"].resources
+    assert write is not None
+    one, other = write({"path": "a.py"}), write({"path": "hard.py"})
+    assert one is not None and other is not None
+    assert one.writes & other.writes  # the inode's key
+    single = write({"path": "c.py"})
+    assert single == Resources(writes=[str(files / "c.py")])  # one name: its path only
+
+
+async def test_a_patch_that_moves_a_symlink_declares_nothing(files: Path) -> None:
+    (files / "link.py").symlink_to(files / "a.py")
+    tools = {t.name: t for t in builtin_tools(files, resource_keys=True)}
+    declare = tools["apply_patch"].resources
+    assert declare is not None
+    moving = (
+        "*** Begin Patch\n*** Update File: {}\n*** Move to: moved.py\n@@\n-v0\n+v1\n*** End Patch\n"
+    )
+    assert declare({"patch": moving.format("link.py")}) is None  # writes everything
+    declared = declare({"patch": moving.format("b.py")})
+    assert declared == Resources(writes=[str(files / "b.py"), str(files / "moved.py")])

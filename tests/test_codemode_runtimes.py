@@ -469,3 +469,22 @@ async def test_a_queued_program_s_time_budget_starts_when_it_gets_a_worker(langu
         release.set()
         await runtime.aclose()
     assert order == ["first holds the worker", "first released", "second runs"]
+
+
+async def test_v8_keeps_two_spares_so_back_to_back_runs_find_one_booted() -> None:
+    # With one spare, a run right after another waited for the spare started as the first run
+    # ended (a whole Deno boot on the critical path). Two spares: the next run takes the one
+    # that booted during the previous run.
+    runtime = V8Runtime(timeout=10)
+    try:
+        first = await run_program("return 1", [], runtime=runtime)
+        assert first["result"] == 1
+        assert len(runtime._spares) == 2
+        await asyncio.wait_for(asyncio.wrap_future(runtime._spares[0]), 30)  # one booted
+        booted = runtime._spares[0].result()
+        second = await run_program("return 2", [], runtime=runtime)
+        assert second["result"] == 2
+        assert booted not in [s.result() for s in runtime._spares if s.done()]  # it ran the program
+        assert len(runtime._spares) == 2
+    finally:
+        await runtime.aclose()

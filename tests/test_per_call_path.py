@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from toolnexus import Outcome, ToolCall, ToolHints, create_client, run_batch, tool
+from toolnexus import Outcome, Tool, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.testing import FunctionModel
 
 VALIDATIONS: list[str] = []
@@ -111,3 +111,27 @@ async def test_a_tool_whose_execute_is_replaced_runs_the_replacement() -> None:
     wrapped = dataclasses.replace(plot, execute=watched)
     assert await wrapped.invoke({"point": {"x": 7}}) == 7
     assert seen == [{"point": {"x": 7}}]
+
+
+async def test_run_batch_checks_a_json_schema_once_per_call() -> None:
+    # run_batch checks each call before it takes a place in the lane, and nothing can change
+    # the arguments after that (no hooks in a batch): the schema was checked a second time
+    # when the call ran, most of a batch's cost for a tool with a plain JSON Schema.
+    async def echo(args: dict[str, Any]) -> int:
+        return int(args["n"])
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    echo_tool = Tool("echo", "Echo n.", schema, execute=echo, hints=ToolHints(read_only=True))
+    checked: list[Any] = []
+    check = echo_tool._validator
+
+    def counting(args: Any) -> Any:
+        checked.append(args)
+        return check(args)
+
+    object.__setattr__(echo_tool, "_validator", counting)
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    outcomes = await run_batch([*calls, ToolCall("bad", "echo", '{"n": "x"}')], [echo_tool])
+    assert [o.value for o in outcomes[:3]] == [0, 1, 2]
+    assert outcomes[3].error is not None and "n" in outcomes[3].error["message"]
+    assert len(checked) == 4  # once each, the refused call included

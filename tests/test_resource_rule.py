@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from types import FrameType
 
 import pytest
 from hypothesis import given, settings
@@ -20,8 +22,9 @@ from hypothesis import strategies as st
 
 from previous_rule import SchedulingRule as PreviousRule
 from toolnexus import Resources
-from toolnexus.scheduling import EVERYTHING, SchedulingRule, Wait
+from toolnexus.scheduling import EVERYTHING, MAX_KEY_WORK, SchedulingRule, Wait
 from toolnexus.tools import Mode
+from toolnexus.tools._resources import overlaps
 
 # -- 1. the differential test ----------------------------------------------------------------
 
@@ -64,7 +67,7 @@ def test_without_declarations_every_decision_is_the_previous_rules(
 
 # -- 2. with declarations ---------------------------------------------------------------------
 
-KEYS = ["a", "a/x", "a/y", "b", "b/z/1", "c"]
+KEYS = ["a", "a/x", "a/y", "a/", "b", "b/z/1", "c", "/", "/r", "/r/s//t"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ def touches(call: Declared) -> tuple[bool, bool, set[str], set[str]]:
 
 
 def below_or_same(a: str, b: str) -> bool:
+    a, b = a.rstrip("/"), b.rstrip("/")  # "a/" is "a"; "/" is above every absolute key
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
@@ -270,3 +274,75 @@ def test_resources_must_be_lists_of_non_empty_strings() -> None:
     assert both.reads == {"y"} and both.writes == {"x"}  # read and written counts as written
     with pytest.raises(ValueError, match="Resources or None"):
         SchedulingRule(2).submit("parallel", ["x"])  # type: ignore[arg-type]
+
+
+# -- the cost of a decision -------------------------------------------------------------------
+
+
+def c_calls_to_admit(calls: int, keys: int) -> int:
+    """C-level calls (dict look-ups, string and deque operations) the rule makes to admit
+    ``calls`` calls writing ``keys`` keys each, disjoint from each other's, the last one
+    conflicting with the first on one key: a repeatable count of the work, where a timing on a
+    shared machine is not."""
+    declared = [
+        Resources(writes=[f"/repo/c{c}/dir{k % 7}/file{k}.py" for k in range(keys)])
+        for c in range(calls)
+    ]
+    last = Resources(writes=[*sorted(declared[-1].writes)[1:], "/repo/c0/dir0/file0.py"])
+    declared[-1] = last
+    rule = SchedulingRule(max_parallel=calls)
+    count = 0
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event == "c_call":
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        decisions = [rule.submit("exclusive", resources) for resources in declared]
+    finally:
+        sys.setprofile(None)
+    assert decisions == [(seq, [seq]) for seq in range(1, calls)] + [(calls, [])]
+    assert rule.waited_for(calls) == Wait(1, "/repo/c0/dir0/file0.py")
+    return count
+
+
+def test_the_conflict_check_is_near_linear_in_the_keys_declared() -> None:
+    # Comparing every key with every key made four calls of 2,000 keys take seconds and stall
+    # the loop: the work grew with the product of the key counts. Doubling the keys must about
+    # double the work, not quadruple it.
+    small, large = c_calls_to_admit(4, 150), c_calls_to_admit(4, 300)
+    assert large < 2.4 * small, (small, large)
+    assert c_calls_to_admit(4, 2_000) < 100 * 4 * 2_000  # some dozens of operations per key
+
+
+def test_a_declaration_past_the_work_bound_touches_everything() -> None:
+    # A model controls how many keys an MCP writes_arg list holds: past the bound the call is
+    # treated as writing everything (safe, only less parallel), so one decision stays bounded.
+    depth = 4
+    many = [f"k/{i}/x/y" for i in range(MAX_KEY_WORK // depth + 1)]
+    rule = SchedulingRule(max_parallel=10)
+    assert rule.submit("parallel", Resources(writes=many)) == (1, [1])
+    assert rule.submit("parallel", Resources(reads=["elsewhere"])) == (2, [])
+    assert rule.waited_for(2) == Wait(1, EVERYTHING)
+    rule = SchedulingRule(max_parallel=10)
+    assert rule.submit("parallel", Resources(reads=many)) == (1, [1])  # reads everything
+    assert rule.submit("parallel", Resources(reads=["elsewhere"])) == (2, [2])
+    assert rule.submit("parallel", Resources(writes=["elsewhere"])) == (3, [])
+    assert rule.waited_for(3) == Wait(1, EVERYTHING)
+    within = many[: MAX_KEY_WORK // depth]
+    rule = SchedulingRule(max_parallel=10)
+    assert rule.submit("parallel", Resources(writes=within)) == (1, [1])
+    assert rule.submit("parallel", Resources(writes=["elsewhere"])) == (2, [2])
+
+
+def test_trailing_slashes_and_the_root_key() -> None:
+    # A folder key padded with slashes longer than a file key below it used to cover nothing.
+    rule = SchedulingRule(max_parallel=10)
+    assert rule.submit("parallel", Resources(writes=["/r/src////////"])) == (1, [1])
+    assert rule.submit("parallel", Resources(reads=["/r/src/a"])) == (2, [])
+    assert rule.waited_for(2) == Wait(1, "/r/src/a")
+    assert overlaps("/r/src////////", "/r/src/a") and overlaps("/r/src/a", "/r/src//")
+    assert rule.submit("parallel", Resources(reads=["/"])) == (3, [])  # "/" covers /r/src
+    assert rule.submit("parallel", Resources(reads=["r/src"])) == (4, [4])  # relative: apart

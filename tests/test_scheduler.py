@@ -150,6 +150,36 @@ async def test_many_calls_through_few_workers_keep_order_and_cap(probe: Probe) -
     assert probe.peak == 4
 
 
+async def test_calls_that_never_suspend_take_no_loop_turn_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker used to yield to the loop before each call it took over (so that calls began in
+    # order): a loop turn per call. Started calls now wait in one queue and are taken in order,
+    # so a worker runs them back to back, yielding only every YIELD_EVERY calls.
+    began: list[int] = []
+
+    async def instant(args: dict[str, Any]) -> int:
+        began.append(args["i"])
+        return int(args["i"])
+
+    noop = Tool("noop", execute=instant, hints=ToolHints(read_only=True))
+    yields = 0
+    sleep = asyncio.sleep
+
+    async def counting_sleep(delay: float, result: Any = None) -> Any:
+        nonlocal yields
+        yields += 1
+        return await sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", counting_sleep)
+    async with Scheduler(max_parallel=10) as lane:
+        tickets = [lane.submit(noop, {"i": i}) for i in range(200)]
+        outcomes = await _wait_all(lane, tickets)
+    assert [o.value for o in outcomes] == list(range(200))
+    assert began == list(range(200))  # calls still begin in submission order
+    assert yields <= 200 // 8, yields  # was about one per call
+
+
 async def test_call_and_dispatch_fun_route_through_the_lane(probe: Probe) -> None:
     read = probe.tool("read")
     async with Scheduler(max_parallel=2) as lane:

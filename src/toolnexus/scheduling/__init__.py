@@ -7,12 +7,13 @@ from toolnexus._snapshot import snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._outcome import Outcome
-from toolnexus.scheduling._rule import EVERYTHING, Mode, SchedulingRule, Wait
+from toolnexus.scheduling._rule import EVERYTHING, MAX_KEY_WORK, Mode, SchedulingRule, Wait
 from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
 from toolnexus.tools._safety import concurrency_mode
 
 __all__ = [
     "EVERYTHING",
+    "MAX_KEY_WORK",
     "Dispatch",
     "Mode",
     "Outcome",

@@ -56,9 +56,12 @@ def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
         if not raw.strip():
             return {}
         try:
-            raw = loads_strict(raw)
+            decoded = loads_strict(raw)
         except ValueError as exc:
             return f"{exc}; send the arguments as one JSON object"
+        if type(decoded) is dict:
+            return decoded  # plain JSON, checked by loads_strict, and a fresh object: as is
+        raw = decoded
     if not isinstance(raw, Mapping):
         return f"arguments must be a JSON object, got {_json_kind(raw)}"
     # a mapping a provider decoded itself: same limits (host objects are left to the snapshot)
@@ -113,6 +116,11 @@ def precheck(
     except ToolArgumentsError as exc:
         return retry_outcome(call.name, str(exc))
     return tool, args
+
+
+async def _invoke_checked(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+    """The dispatch of a batch: `precheck` has validated the arguments already."""
+    return await tool._invoke_checked(args, run_ctx)
 
 
 def check_calls(calls: Iterable[object]) -> None:
@@ -205,7 +213,7 @@ async def run_batch(
     check_calls(calls)
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
     cap = max_tool_concurrency(_cap_argument(max_parallel, max_concurrency))
-    async with Scheduler(max_parallel=cap, audit=False, session=session) as lane:
+    async with Scheduler(_invoke_checked, max_parallel=cap, audit=False, session=session) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:
             checked = precheck(call, kit)

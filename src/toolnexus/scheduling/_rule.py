@@ -26,12 +26,13 @@ order, per resource, and calls on disjoint resources overlap.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from typing import NamedTuple
 
-from toolnexus.tools._resources import Resources, overlaps
+from toolnexus.tools._resources import Resources
 from toolnexus.tools._safety import Mode
 
-__all__ = ["EVERYTHING", "Mode", "SchedulingRule", "Wait"]
+__all__ = ["EVERYTHING", "MAX_KEY_WORK", "Mode", "SchedulingRule", "Wait"]
 
 EVERYTHING = "*"
 """The resource named in a `Wait` when the call waited for one that touches everything."""
@@ -44,6 +45,13 @@ class Wait(NamedTuple):
     """The sequence number of the earlier, uncommitted call it had to wait for."""
     resource: str
     """The resource they share (`EVERYTHING` when either touches everything)."""
+
+
+MAX_KEY_WORK = 20_000
+"""The most path components (a key of depth 3 counts 3) one declaration may hold. A call that
+declares more is treated as touching everything it could (it writes everything when it writes
+any key, else it reads everything): always safe, only less parallel. This bounds the work of
+one decision, however many keys a model put in an MCP ``writes_arg`` list."""
 
 
 class _Footprint:
@@ -74,21 +82,103 @@ _WRITES_ALL = _Footprint(writes_all=True)
 def _footprint(mode: Mode, resources: Resources | None) -> _Footprint:
     if resources is None:
         return _READS_ALL if mode == "parallel" else _WRITES_ALL
+    work = 0
+    for keys in (resources.writes, resources.reads):
+        for key in keys:
+            work += key.count("/") + 1
+        if work > MAX_KEY_WORK:
+            return _WRITES_ALL if resources.writes else _READS_ALL
     return _Footprint(reads=resources.reads, writes=resources.writes)
 
 
-def _shared(
-    mine: frozenset[str], theirs: frozenset[str], also: frozenset[str] = frozenset()
-) -> str | None:
-    """A key of ``mine`` that overlaps a key of ``theirs`` or ``also``, if any."""
-    for key in mine:
-        for other in theirs:
-            if overlaps(key, other):
-                return key
-        for other in also:
-            if overlaps(key, other):
-                return key
-    return None
+def _ancestors(key: str) -> list[str]:
+    """The normalised keys strictly above normalised ``key`` (``"a/b/c"``: ``"a"``, ``"a/b"``;
+    an absolute key also has ``""``, the normal form of ``"/"``)."""
+    found: list[str] = []
+    at = key.find("/")
+    while at != -1:
+        above = key[:at].rstrip("/")
+        if not found or found[-1] != above:
+            found.append(above)
+        at = key.find("/", at + 1)
+    return found
+
+
+class _KeyIndex:
+    """The keys of the uncommitted keyed calls, by key and by every key above them.
+
+    Each entry is a queue of sequence numbers in submission order; calls commit in order, so a
+    queue only loses its front, and its front is its earliest uncommitted call. Finding the
+    earliest call that conflicts with a key takes one look-up per path component of the key
+    (near-linear in the keys declared, whatever the other calls declared), where comparing every
+    key with every key took the product of the two counts.
+    """
+
+    __slots__ = ("_at_read", "_at_write", "_below_read", "_below_write")
+
+    def __init__(self) -> None:
+        self._at_read: dict[str, deque[int]] = {}  # calls that read this key
+        self._at_write: dict[str, deque[int]] = {}  # calls that write this key
+        self._below_read: dict[str, deque[int]] = {}  # calls that read a key below this one
+        self._below_write: dict[str, deque[int]] = {}  # calls that write a key below this one
+
+    def _filed(self, footprint: _Footprint) -> Iterator[tuple[dict[str, deque[int]], str]]:
+        """Every ``(table, key)`` where ``footprint`` is filed."""
+        for keys, at, below in (
+            (footprint.reads, self._at_read, self._below_read),
+            (footprint.writes, self._at_write, self._below_write),
+        ):
+            for key in keys:
+                normal = key.rstrip("/")
+                yield at, normal
+                for above in _ancestors(normal):
+                    yield below, above
+
+    def add(self, seq: int, footprint: _Footprint) -> None:
+        for table, key in self._filed(footprint):
+            queue = table.get(key)
+            if queue is None:
+                table[key] = deque((seq,))
+            elif queue[-1] != seq:
+                queue.append(seq)
+
+    def remove(self, seq: int, footprint: _Footprint) -> None:
+        for table, key in self._filed(footprint):
+            queue = table.get(key)
+            if queue is not None and queue[0] == seq:
+                queue.popleft()
+                if not queue:
+                    del table[key]
+
+    def clear(self) -> None:
+        for table in (self._at_read, self._at_write, self._below_read, self._below_write):
+            table.clear()
+
+    def conflict(self, seq: int, footprint: _Footprint) -> Wait | None:
+        """The earliest uncommitted call before ``seq`` whose keys conflict with ``footprint``."""
+        best: Wait | None = None
+        at_read, at_write = self._at_read, self._at_write
+        below_read, below_write = self._below_read, self._below_write
+        for keys, tables in (
+            (footprint.writes, (at_read, at_write)),  # a write conflicts with reads and writes
+            (footprint.reads, (at_write,)),  # a read conflicts with writes
+        ):
+            for key in keys:
+                normal = key.rstrip("/")
+                names = (normal, *_ancestors(normal))  # the same key, or a key above it
+                limit = seq if best is None else best.call
+                for table in tables:
+                    for name in names:
+                        queue = table.get(name)
+                        if queue is not None and queue[0] < limit:
+                            limit = queue[0]
+                            best = Wait(limit, key)
+                    # a key below it
+                    queue = (below_read if table is at_read else below_write).get(normal)
+                    if queue is not None and queue[0] < limit:
+                        limit = queue[0]
+                        best = Wait(limit, key)
+        return best
 
 
 class SchedulingRule:
@@ -109,18 +199,26 @@ class SchedulingRule:
         rule.submit("exclusive", Resources(writes=["b.txt"]))  # -> (2, [2])   disjoint: overlap
         rule.submit("parallel", Resources(reads=["a.txt"]))    # -> (3, [])    waits for call 1
 
-    Cost: a decision looks at the pending calls in order until the cap is reached or a call
-    that writes everything blocks the rest, and compares keyed calls with the earlier keyed
-    calls still uncommitted; calls that declare nothing are checked in constant time.
+    Cost: while no uncommitted call declares resources the lane runs the safe/unsafe rule
+    itself (starts are FIFO; a decision is a few set and deque operations). The first
+    declaration switches the lane to the general rule until it is idle again: a decision then
+    looks at the pending calls in order until the cap is reached or a call that writes
+    everything blocks the rest, and finds a keyed call's conflicts with one look-up per path
+    component of its keys (at most `MAX_KEY_WORK` per call).
     """
 
     __slots__ = (
         "_all_readers",
         "_all_writers",
+        "_barrier",
         "_closed",
         "_cursor",
+        "_exclusives",
         "_footprints",
+        "_general",
+        "_index",
         "_keyed",
+        "_modes",
         "_next",
         "_pending",
         "_pending_empty",
@@ -140,20 +238,27 @@ class SchedulingRule:
         self._next = 1  # sequence number of the next submission
         self._cursor = 1  # the next call to commit (head-of-line)
         self._pending: deque[int] = deque()  # submitted, not started, in order
+        self._running: set[int] = set()  # started, not settled
+        self._settled: set[int] = set()  # settled, waiting for their turn to commit
+        # Why a call did not start at once; a bare number is a call that touches everything.
+        self._waits: dict[int, Wait | int] = {}
+        self._closed = False
+        # The safe/unsafe rule, while no uncommitted call declares resources.
+        self._general = False
+        self._modes: dict[int, Mode] = {}  # mode of every uncommitted call
+        self._exclusives: deque[int] = deque()  # uncommitted exclusive calls, in order
+        self._barrier: int | None = None  # the started exclusive call, until it commits
+        # The general rule. Uncommitted calls by what they touch, each in submission order.
+        # Calls commit in order, so each queue only ever loses its front: its earliest call.
         self._footprints: dict[int, _Footprint] = {}  # of every pending call
         self._pending_empty = 0  # pending calls that touch nothing
         self._pending_special = 0  # pending calls that declared resources (keys or none)
-        self._running: set[int] = set()  # started, not settled
-        self._settled: set[int] = set()  # settled, waiting for their turn to commit
-        # Uncommitted calls by what they touch, each in submission order. Calls commit in
-        # order, so each queue only ever loses its front: its front is its earliest call.
         self._all_readers: deque[int] = deque()  # read everything
         self._all_writers: deque[int] = deque()  # write everything
         self._writers: deque[int] = deque()  # write anything (everything included)
         self._touchers: deque[int] = deque()  # touch anything
         self._keyed: deque[tuple[int, _Footprint]] = deque()  # declare keys
-        self._waits: dict[int, Wait] = {}  # why a call did not start at once
-        self._closed = False
+        self._index = _KeyIndex()  # the keys of the calls in ``_keyed``
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -168,10 +273,26 @@ class SchedulingRule:
             raise RuntimeError("the lane is closed; no call can be submitted")
         if mode != "parallel" and mode != "exclusive":
             raise ValueError(f"mode must be 'parallel' or 'exclusive', got {mode!r}")
+        seq = self._next
+        if resources is None and not self._general:
+            self._next = seq + 1
+            self._modes[seq] = mode
+            if mode == "exclusive":
+                self._exclusives.append(seq)
+            self._pending.append(seq)
+            started = self._start_fifo()
+            if not started or started[-1] != seq:  # held back: by what, known now
+                if mode == "exclusive":
+                    if self._cursor < seq:
+                        self._waits[seq] = self._cursor
+                elif self._exclusives and self._exclusives[0] < seq:
+                    self._waits[seq] = self._exclusives[0]
+            return seq, started
         if resources is not None and not isinstance(resources, Resources):
             raise ValueError(f"resources must be Resources or None, got {resources!r}")
-        seq = self._next
-        self._next += 1
+        if not self._general:
+            self._generalise()
+        self._next = seq + 1
         footprint = _footprint(mode, resources)
         self._track(seq, footprint)
         self._pending.append(seq)
@@ -200,7 +321,7 @@ class SchedulingRule:
         running.remove(seq)
         if seq != self._cursor:  # an earlier call is still outstanding: wait for it
             self._settled.add(seq)
-            return [], self._start_ready()
+            return [], self._start_ready() if self._general else self._start_fifo()
         committed = [seq]
         settled = self._settled
         cursor = seq + 1
@@ -209,9 +330,26 @@ class SchedulingRule:
             committed.append(cursor)
             cursor += 1
         self._cursor = cursor
-        self._release(cursor)
+        waits = self._waits
+        if not self._general:
+            modes = self._modes
+            for done in committed:
+                del modes[done]
+            if waits:
+                for done in committed:
+                    waits.pop(done, None)
+            exclusives = self._exclusives
+            while exclusives and exclusives[0] < cursor:
+                exclusives.popleft()
+            if self._barrier is not None and self._barrier < cursor:
+                self._barrier = None
+            return committed, self._start_fifo()
         for done in committed:
-            self._waits.pop(done, None)
+            waits.pop(done, None)
+        self._release(cursor)
+        if cursor == self._next:  # idle: back to the safe/unsafe rule's own bookkeeping
+            self._general = False
+            self._footprints.clear()
         return committed, self._start_ready()
 
     def close(self) -> list[tuple[int, bool]]:
@@ -225,8 +363,12 @@ class SchedulingRule:
         for queue in (self._all_readers, self._all_writers, self._writers, self._touchers):
             queue.clear()
         self._keyed.clear()
+        self._index.clear()
         self._pending.clear()
         self._footprints.clear()
+        self._modes.clear()
+        self._exclusives.clear()
+        self._barrier = None
         self._pending_empty = 0
         self._pending_special = 0
         self._running.clear()
@@ -250,10 +392,23 @@ class SchedulingRule:
     @property
     def barrier(self) -> int | None:
         """The started call that writes everything and has not committed yet, if any."""
+        if not self._general:
+            return self._barrier
         writers = self._all_writers
         if writers and writers[0] not in self._footprints:
             return writers[0]
         return None
+
+    @property
+    def writes_everything(self) -> int | None:
+        """The earliest uncommitted call (started or not) that writes everything, if any.
+
+        A driver that resolves keys from the world (file paths) uses it: such a call may change
+        what a path names (``ln -s``), so keys resolved before it commits may be stale.
+        """
+        if not self._general:
+            return self._exclusives[0] if self._exclusives else None
+        return self._all_writers[0] if self._all_writers else None
 
     @property
     def next_commit(self) -> int:
@@ -268,9 +423,47 @@ class SchedulingRule:
     def waited_for(self, seq: int) -> Wait | None:
         """The first conflict that held call ``seq`` back, until it commits (``None``: it never
         waited for another call, only perhaps for the cap)."""
-        return self._waits.get(seq)
+        wait = self._waits.get(seq)
+        return Wait(wait, EVERYTHING) if isinstance(wait, int) else wait
 
-    # -- the rule -----------------------------------------------------------------------------
+    # -- the safe/unsafe rule -----------------------------------------------------------------
+
+    def _start_fifo(self) -> list[int]:
+        """No uncommitted call declares resources: only the head of the queue may start; a
+        parallel one when the cap allows and no exclusive call holds the barrier, an exclusive
+        one when nothing runs and every earlier call has committed."""
+        # A call held back here was already held back when it was submitted (by the same
+        # exclusive call, or by an earlier call it must follow): ``submit`` recorded the wait.
+        started: list[int] = []
+        pending, running, modes = self._pending, self._running, self._modes
+        while pending and self._barrier is None:
+            head = pending[0]
+            if modes[head] == "parallel":
+                if len(running) >= self.max_parallel:
+                    break
+            elif running or self._cursor != head:
+                break
+            else:
+                self._barrier = head
+            pending.popleft()
+            running.add(head)
+            started.append(head)
+        return started
+
+    def _generalise(self) -> None:
+        """The first declaration: file every uncommitted call by what it touches."""
+        pending = set(self._pending)
+        for seq, mode in self._modes.items():
+            footprint = _READS_ALL if mode == "parallel" else _WRITES_ALL
+            self._track(seq, footprint)
+            if seq in pending:
+                self._footprints[seq] = footprint
+        self._modes.clear()
+        self._exclusives.clear()
+        self._barrier = None
+        self._general = True
+
+    # -- the general rule ---------------------------------------------------------------------
 
     def _track(self, seq: int, footprint: _Footprint) -> None:
         if footprint.reads_all:
@@ -284,6 +477,7 @@ class SchedulingRule:
             if footprint.writes:
                 self._writers.append(seq)
             self._keyed.append((seq, footprint))
+            self._index.add(seq, footprint)
         self._touchers.append(seq)
 
     def _release(self, cursor: int) -> None:
@@ -293,7 +487,8 @@ class SchedulingRule:
                 queue.popleft()
         keyed = self._keyed
         while keyed and keyed[0][0] < cursor:
-            keyed.popleft()
+            seq, footprint = keyed.popleft()
+            self._index.remove(seq, footprint)
 
     def _conflict(self, seq: int, footprint: _Footprint) -> Wait | None:
         """The earliest-found uncommitted call before ``seq`` that ``footprint`` conflicts with."""
@@ -309,17 +504,11 @@ class SchedulingRule:
             return Wait(self._all_readers[0], EVERYTHING)
         if self._all_writers and self._all_writers[0] < seq:
             return Wait(self._all_writers[0], EVERYTHING)
-        for other, theirs in self._keyed:
-            if other >= seq:
-                break
-            key = _shared(footprint.writes, theirs.reads, theirs.writes) or _shared(
-                footprint.reads, theirs.writes
-            )
-            if key is not None:
-                return Wait(other, key)
-        return None
+        return self._index.conflict(seq, footprint)
 
     def _start_ready(self) -> list[int]:
+        if not self._general:
+            return self._start_fifo()
         if self._pending_special:
             return self._start_any()
         return self._start_in_order()
@@ -338,8 +527,7 @@ class SchedulingRule:
             else:  # writes everything: waits for any earlier call
                 blocker = touchers[0] if touchers[0] < head else None
             if blocker is not None:
-                if head not in self._waits:
-                    self._waits[head] = Wait(blocker, EVERYTHING)
+                self._waits.setdefault(head, blocker)
                 break
             pending.popleft()
             del footprints[head]

@@ -8,11 +8,13 @@ Why no locks: all state is touched on the event-loop thread only (``submit`` is 
 workers report back between awaits), so the loop itself serialises the lane, the way a
 GenServer's mailbox does in the Elixir original.
 
-Why workers: a call does not get a task of its own. A worker task runs a started call, settles
-it, and if that settle starts further calls it runs the last of them itself (after yielding to
-the loop once) and spawns workers only for the rest. A fan-out of ten thousand calls under a cap of
-ten therefore costs ten tasks, not ten thousand, which is most of the difference between the
-lane and a bare ``asyncio.gather`` (``bench/scheduler.py``). Each call still runs in its own copy
+Why workers: a call does not get a task of its own. Started calls wait in one queue, in the order
+they started; a worker task takes the front call, runs it, settles it, and takes the next front
+call at once (no loop turn in between), and workers are spawned only for the calls nobody will
+take. Calls begin in the order they started because they are taken from one queue in order. A
+fan-out of ten thousand calls under a cap of ten therefore costs ten tasks, not ten thousand,
+and no loop turn per call, which is most of the difference between the lane and a bare
+``asyncio.gather`` (``bench/scheduler.py``). Each call still runs in its own copy
 of the creator's context (see ``_in_context.py``), so per-call semantics are unchanged.
 """
 
@@ -25,6 +27,7 @@ import inspect
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
@@ -42,7 +45,7 @@ from toolnexus.scheduling._outcome import (
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
 from toolnexus.tools import Tool
-from toolnexus.tools._resources import Resources
+from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 
 __all__ = [
@@ -182,13 +185,13 @@ class _Call:
 
 
 class _Slot:
-    """What one worker task is doing: its call, and whether it has begun running it."""
+    """What one worker task is doing: the call it runs (``None`` between calls)."""
 
-    __slots__ = ("began", "call")
+    __slots__ = ("call", "took")
 
-    def __init__(self, call: _Call) -> None:
-        self.call: _Call | None = call
-        self.began = False
+    def __init__(self) -> None:
+        self.call: _Call | None = None
+        self.took = False  # whether it has taken a call from the queue yet
 
 
 def _tool_name(tool: object) -> str:
@@ -268,7 +271,7 @@ class Scheduler:
         self._calls: dict[int, _Call] = {}
         self._events: list[Event] = []
         self._workers: set[asyncio.Task[None]] = set()
-        self._not_begun = 0  # calls the rule started whose worker has not begun running them
+        self._ready: deque[_Call] = deque()  # started, not yet taken by a worker, in order
         self._context = contextvars.copy_context()
         self._stopped = False
 
@@ -316,8 +319,14 @@ class Scheduler:
         dispatched = snapshot(raw)
         if not isinstance(dispatched, dict):
             return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
-        logged = snapshot(raw)
+        logged = snapshot(raw) if self._audit else None  # only an audit event shows it
         mode, resources = classify(tool, dispatched)
+        if (
+            resources is not None
+            and self._rule.writes_everything is not None
+            and resolves_paths(tool.resources)
+        ):
+            resources = None  # resolved before a call that may relink paths: keep the class
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode, resources)
         self._calls[seq] = _Call(
@@ -379,6 +388,7 @@ class Scheduler:
         if self._stopped:
             return
         self._stopped = True
+        self._ready.clear()  # started calls no worker took: answered below, never run
         for seq, settled in self._rule.close():
             call = self._calls.pop(seq)
             outcome = (call.outcome if settled else None) or Outcome.failure(
@@ -416,12 +426,12 @@ class Scheduler:
         return Ticket(self, 0, name, answer=Outcome.failure(name, message))
 
     def _carry_out(self, committed: list[int], started: list[int], *, take: bool) -> _Call | None:
-        """Deliver ``committed`` in order, then start ``started`` in order.
+        """Deliver ``committed`` in order, then queue ``started`` in order.
 
-        With ``take``, the caller is a worker that has just finished a call: it gets the *last*
-        started call back to run itself, and workers are spawned for the others. Why the last:
-        the spawned workers' first steps are queued on the loop in order, and the caller yields
-        once before running its call, so every call still begins in submission order.
+        With ``take``, the caller is a worker that has just finished a call: it gets the front
+        of the queue back to run itself at once, and workers are spawned for the calls left
+        over. Each spawned worker takes the front call when it first runs, so every call
+        begins in the order it started.
         """
         calls = self._calls
         for seq in committed:
@@ -431,33 +441,32 @@ class Scheduler:
                 self._log_timing(call, call.outcome)
             self._deliver(call, call.outcome)
         if not started:
-            return None
-        self._not_begun += len(started)
+            return self._ready.popleft() if take and self._ready else None
+        rule, ready = self._rule, self._ready
         for seq in started:
             call = calls[seq]
-            call.waited = self._rule.waited_for(seq)
+            call.waited = rule.waited_for(seq)
             if self._audit:
                 self._log_start(call)
             elif call.resources is not None:
                 self._log_resources(call)
-        last = len(started) - 1 if take else len(started)
-        for seq in started[:last]:
-            self._spawn(calls[seq])
-        return calls[started[-1]] if take else None
+            ready.append(call)
+        for _ in range(len(started) - 1 if take else len(started)):
+            self._spawn()
+        return ready.popleft() if take else None
 
-    def _spawn(self, call: _Call) -> None:
-        slot = _Slot(call)
+    def _spawn(self) -> None:
+        slot = _Slot()
         worker = asyncio.get_running_loop().create_task(self._work(slot), context=self._context)
         self._workers.add(worker)
         worker.add_done_callback(functools.partial(self._worker_done, slot))
 
     async def _work(self, slot: _Slot) -> None:
-        call = slot.call
+        slot.took = True
+        call = slot.call = self._ready.popleft() if self._ready else None
         handled = 0
         while call is not None:
-            slot.began = True
             call.started = time.time()  # when it begins running, not when the rule let it
-            self._not_begun -= 1
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
             try:
@@ -483,14 +492,20 @@ class Scheduler:
             end_tool_span(call.span, outcome.error)
             if self._stopped:
                 return  # stop() has answered this call already
+            slot.call = None
             call = slot.call = self._settle(call, outcome, take=True)
-            slot.began = False
             handled += 1
-            if call is not None and (self._not_begun > 1 or handled % YIELD_EVERY == 0):
-                # Calls started before this one, whose workers are queued on the loop, must
-                # begin first (calls begin in submission order); and a worker whose calls
-                # never suspend must not hog the loop. Both take one loop turn.
+            if call is not None and handled % YIELD_EVERY == 0:
+                # A worker whose calls never suspend must not hog the loop: one loop turn,
+                # with its next call back at the front of the queue (so that calls still
+                # begin in order), then the front call, whoever took the one it put back.
+                slot.call, slot.took = None, False
+                self._ready.appendleft(call)
                 await asyncio.sleep(0)
+                slot.took = True
+                if self._stopped:
+                    return
+                call = slot.call = self._ready.popleft() if self._ready else None
 
     def _span_attributes(self, call: _Call) -> dict[str, Any]:
         attributes: dict[str, Any] = {
@@ -530,13 +545,17 @@ class Scheduler:
 
     def _worker_done(self, slot: _Slot, worker: asyncio.Task[None]) -> None:
         self._workers.discard(worker)
-        if slot.call is not None and not slot.began:  # cancelled before it began its call
-            self._not_begun -= 1
         if not worker.cancelled():
             worker.exception()  # mark it retrieved: its call was answered already
+        if self._stopped:
+            return
+        # Cancelled from outside the lane before it could run its call: answer that call
+        # (the one it held, or, before it took one, the last queued call, which it would
+        # have taken after the others).
         call = slot.call
-        if call is not None and not self._stopped:
-            # Cancelled before it could run its call (from outside the lane): answer the call.
+        if call is None and not slot.took and self._ready:
+            call = self._ready.pop()
+        if call is not None:
             slot.call = None
             self._settle(call, Outcome.failure(call.tool.name, DID_NOT_COMPLETE), take=False)
 

@@ -51,6 +51,25 @@ ResourcesFunction = Callable[[dict[str, Any]], Resources | None]
 """``resources(args) -> Resources | None``: a call's declaration from its arguments; ``None``
 means "no declaration" (the call keeps its safety class)."""
 
+_RESOLVES_PATHS = "_toolnexus_resolves_paths"
+
+
+def resolving_paths(declare: ResourcesFunction) -> ResourcesFunction:
+    """Mark ``declare`` as resolving its keys from the file system (symlinks, ``..``, inodes).
+
+    Such keys are only as good as the moment they are resolved: a call that writes everything
+    (``bash ln -s a.txt alias.txt``) may change what a path names. The scheduler therefore drops
+    such a declaration when an earlier call that writes everything has not committed yet, and
+    the call keeps its safety class (see `resolves_paths`).
+    """
+    setattr(declare, _RESOLVES_PATHS, True)
+    return declare
+
+
+def resolves_paths(declare: ResourcesFunction | None) -> bool:
+    """Whether ``declare`` was marked with `resolving_paths`."""
+    return getattr(declare, _RESOLVES_PATHS, False) is True
+
 
 def _keys(keys: Iterable[str], what: str) -> frozenset[str]:
     if isinstance(keys, (str, bytes)):
@@ -63,8 +82,9 @@ def _keys(keys: Iterable[str], what: str) -> frozenset[str]:
 
 
 def overlaps(a: str, b: str) -> bool:
-    """Whether keys ``a`` and ``b`` name a common resource: equal, or one below the other."""
-    if a == b:
-        return True
-    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
-    return longer.startswith(shorter.rstrip("/") + "/")
+    """Whether keys ``a`` and ``b`` name a common resource: equal, or one below the other.
+
+    Trailing slashes do not count (``"a/"`` is ``"a"``), and ``"/"`` is above every absolute key.
+    """
+    a, b = a.rstrip("/"), b.rstrip("/")
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")

@@ -280,7 +280,16 @@ class Tool:
             TimeoutError: the call took longer than `timeout`.
             Exception: whatever ``execute`` raised.
         """
-        parsed = self._validator(args)
+        return await self._run(self._validator(args), args, ctx)
+
+    async def _invoke_checked(self, args: dict[str, Any], ctx: Any = None) -> Any:
+        """`invoke` for arguments that passed `validate_arguments` already (``run_batch``
+        checks each call before it takes a place in the lane): a JSON Schema is not checked a
+        second time; a tool whose function takes a parsed model still parses them."""
+        parsed = self._validator(args) if self._run_parsed is not None else None
+        return await self._run(parsed, args, ctx)
+
+    async def _run(self, parsed: Any, args: dict[str, Any], ctx: Any) -> Any:
         target: Callable[..., Any]
         call_args: tuple[Any, ...]
         if parsed is not None and self._run_parsed is not None:

@@ -216,7 +216,10 @@ class V8Runtime:
             process's data segment (ArrayBuffers included). Default 256 MiB.
         max_output: Bytes of logs kept per run. Default 1,000,000.
         max_sub_calls: Tool calls per run. Default 1,000.
-        spares: Processes kept booted and waiting, so a run need not wait for one (default 1).
+        spares: Processes kept booted and waiting, so a run need not wait for one (default 2:
+            with one, a run right after another waits for the spare started as the first
+            ended; with two, back-to-back runs took a third of one Deno boot on a 2-CPU
+            machine, see ``docs/performance.md``).
         max_concurrent: Runs at once (one Deno process each); later runs wait their turn,
             first come, first served. Default: twice the CPU count, at least 4.
         deno_path: The ``deno`` binary; by default the one the ``deno`` package installed.
@@ -234,7 +237,7 @@ class V8Runtime:
         max_memory: int = 256 * 1024 * 1024,
         max_output: int = 1_000_000,
         max_sub_calls: int = 1000,
-        spares: int = 1,
+        spares: int = 2,
         deno_path: str | None = None,
         max_concurrent: int | None = None,
     ) -> None:

@@ -1,0 +1,411 @@
+"""Every speed target of the library, each as a ratio to its floor measured in the same run.
+
+Exits non-zero when a target is missed. Not part of CI: a shared machine's noise moves wall
+clocks, so the variants of each row are interleaved and repeated, and medians are compared.
+Rows (``docs/performance.md`` explains each floor):
+
+* ``rule``: the pure rule deciding undeclared calls, against the safe/unsafe rule it
+  generalised (``tests/previous_rule.py``), same workload (target <= 1.0, with 10 % noise);
+* ``run_batch``: 100 no-op async calls through ``run_batch`` against ``Semaphore(10)`` plus
+  ``asyncio.gather`` of the same calls, JSON arguments decoded in both (target <= 2.0);
+* ``monty sub-call``: a program awaiting a no-op tool N times, per call, against
+  pydantic-monty's own awaited round trip (``AsyncMonty``, an async external function)
+  (target <= 1.15), and against the sync floor (a sync external function) (target <= 1.6);
+* ``monty warm start``: a trivial program on a warm runtime against pydantic-monty's own
+  ``feed_run`` of it on a warm pool (target <= 1.2);
+* ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
+  a Deno child (target <= 1.4);
+* ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6).
+
+Run: ``python bench/all.py [--only ROW ...] [--repeats 7] [--calls 200]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic_monty as monty
+
+from toolnexus import Tool, ToolCall, ToolHints, run_batch
+from toolnexus.codemode import run_program
+from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
+from toolnexus.scheduling import SchedulingRule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from previous_rule import SchedulingRule as PreviousRule
+
+Row = tuple[str, float, float, float]  # name, ours, floor, target ratio
+RESULTS: list[Row] = []
+
+
+def report(name: str, ours: float, floor: float, target: float, unit: str = "us") -> None:
+    scale = 1e6 if unit == "us" else 1e3
+    ratio = ours / floor
+    verdict = "ok" if ratio <= target else "MISSED"
+    print(
+        f"{name:<26} {ours * scale:10.2f} {unit}   floor {floor * scale:10.2f} {unit}   "
+        f"ratio {ratio:5.2f}  target <= {target:<4}  {verdict}",
+        flush=True,
+    )
+    RESULTS.append((name, ours, floor, target))
+
+
+def interleaved(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Median of each variant, run in turn ``repeats`` times after one warm-up round."""
+    for run in variants.values():
+        run()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            samples[name].append(run())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+async def ainterleaved(
+    variants: dict[str, Callable[[], Awaitable[float]]], repeats: int
+) -> dict[str, float]:
+    for run in variants.values():
+        await run()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            samples[name].append(await run())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+# -- the rule ----------------------------------------------------------------------------------
+
+
+def _drive(rule: Any, n: int = 20_000, cap: int = 10) -> float:
+    running: list[int] = []
+    start = time.perf_counter()
+    for i in range(n):
+        _, started = rule.submit("exclusive" if i % 10 == 9 else "parallel")
+        running.extend(started)
+        while len(running) >= cap or (running and i % 10 == 9):
+            running.extend(rule.settle(running.pop(0))[1])
+    while running:
+        running.extend(rule.settle(running.pop(0))[1])
+    return (time.perf_counter() - start) / n
+
+
+def bench_rule(repeats: int) -> None:
+    times = interleaved(
+        {
+            "new": lambda: _drive(SchedulingRule(10)),
+            "old": lambda: _drive(PreviousRule(10)),
+        },
+        repeats,
+    )
+    report("rule, undeclared calls", times["new"], times["old"], 1.1)
+
+
+# -- run_batch ---------------------------------------------------------------------------------
+
+
+async def _noop_fn(n: int, label: str = "x") -> int:
+    return n
+
+
+async def _noop_execute(args: dict[str, Any]) -> int:
+    return await _noop_fn(**args)
+
+
+NOOP_TOOL = Tool(
+    "noop",
+    "Returns n.",
+    {"type": "object", "properties": {"n": {"type": "integer"}, "label": {"type": "string"}}},
+    execute=_noop_execute,
+    hints=ToolHints(read_only=True),
+)
+
+
+def bench_run_batch(repeats: int, n: int = 100) -> None:
+    calls = [ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(n)]
+
+    async def gathered() -> float:
+        semaphore = asyncio.Semaphore(10)
+
+        async def one(call: ToolCall) -> int:
+            async with semaphore:
+                assert isinstance(call.arguments, str)
+                return await _noop_fn(**json.loads(call.arguments))
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one(c) for c in calls))
+        return (time.perf_counter() - start) / n
+
+    async def batched() -> float:
+        start = time.perf_counter()
+        outcomes = await run_batch(calls, [NOOP_TOOL])
+        elapsed = (time.perf_counter() - start) / n
+        assert all(o.ok for o in outcomes), outcomes[0]
+        return elapsed
+
+    async def main() -> dict[str, float]:
+        variants = {"gather": gathered, "batch": batched}
+        rounds: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(repeats):
+            times = await ainterleaved(variants, 20)  # 20 batches each, interleaved
+            for name, value in times.items():
+                rounds[name].append(value)
+        return {name: statistics.median(values) for name, values in rounds.items()}
+
+    times = asyncio.run(main())
+    report("run_batch, per call", times["batch"], times["gather"], 2.0)
+
+
+# -- Code Mode: Monty --------------------------------------------------------------------------
+
+
+async def _noop_async() -> int:
+    return 0
+
+
+def _noop_sync() -> int:
+    return 0
+
+
+async def _noop_code(args: dict[str, Any]) -> int:
+    return 0
+
+
+NOOP_CODE = Tool(
+    "noop", "Does nothing.", {"type": "object"}, execute=_noop_code, hints=ToolHints(read_only=True)
+)
+
+
+async def _program(code: str, runtime: Any, tools: list[Tool]) -> float:
+    start = time.perf_counter()
+    out = await run_program(code, tools, runtime=runtime)
+    elapsed = time.perf_counter() - start
+    if "error" in out:
+        raise RuntimeError(f"benchmark program failed: {out['error']}")
+    return elapsed
+
+
+def bench_monty(repeats: int, calls: int) -> None:
+    awaited = f"for i in range({calls}):\n    await noop()\n{calls}"
+    synced = f"for i in range({calls}):\n    noop()\n{calls}"
+    ours_calls = f"for i in range({calls}):\n    await tools.noop({{}})\n{calls}"
+    empty = f"for i in range({calls}):\n    pass\n{calls}"
+
+    async def main() -> None:
+        runtime = MontyRuntime(type_check=False)
+        async_pool = monty.AsyncMonty(min_processes=1, max_processes=2)
+        sync_pool = monty.Monty(min_processes=1, max_processes=2)
+        await async_pool.__aenter__()
+        sync_pool.__enter__()
+        try:
+
+            async def own_awaited(code: str) -> float:
+                async with async_pool.checkout() as session:
+                    start = time.perf_counter()
+                    await session.feed_run(
+                        code, external_lookup={"noop": _noop_async}, skip_type_check=True
+                    )
+                    return time.perf_counter() - start
+
+            def own_sync(code: str) -> float:
+                with sync_pool.checkout() as session:
+                    start = time.perf_counter()
+                    session.feed_run(
+                        code, external_lookup={"noop": _noop_sync}, skip_type_check=True
+                    )
+                    return time.perf_counter() - start
+
+            async def in_thread(code: str) -> float:
+                return await asyncio.to_thread(own_sync, code)
+
+            times = await ainterleaved(
+                {
+                    "ours": lambda: _program(ours_calls, runtime, [NOOP_CODE]),
+                    "ours_empty": lambda: _program(empty, runtime, [NOOP_CODE]),
+                    "awaited": lambda: own_awaited(awaited),
+                    "awaited_empty": lambda: own_awaited(empty),
+                    "sync": lambda: in_thread(synced),
+                    "sync_empty": lambda: in_thread(empty),
+                },
+                repeats,
+            )
+            ours = (times["ours"] - times["ours_empty"]) / calls
+            floor = (times["awaited"] - times["awaited_empty"]) / calls
+            sync_floor = (times["sync"] - times["sync_empty"]) / calls
+            report("monty sub-call", ours, floor, 1.15)
+            report("monty sub-call, sync", ours, sync_floor, 1.6)
+
+            async def ours_warm() -> float:
+                await asyncio.sleep(0.1)  # idle, as between model turns
+                return await _program("1", runtime, [])
+
+            async def own_warm_in_thread() -> float:
+                await asyncio.sleep(0.1)
+                return await asyncio.to_thread(_own_warm_sync, sync_pool)
+
+            warm = await ainterleaved({"ours": ours_warm, "own": own_warm_in_thread}, repeats)
+            report("monty warm start", warm["ours"], warm["own"], 1.2, unit="ms")
+        finally:
+            await runtime.aclose()
+            await async_pool.__aexit__(None, None, None)
+            sync_pool.__exit__(None, None, None)
+
+    asyncio.run(main())
+
+
+def _own_warm_sync(pool: monty.Monty) -> float:
+    start = time.perf_counter()
+    with pool.checkout() as session:
+        session.feed_run("1", skip_type_check=True)
+    return time.perf_counter() - start
+
+
+# -- Code Mode: V8 -----------------------------------------------------------------------------
+
+ECHO = """
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+let buffered = "";
+await Deno.stdout.write(encoder.encode('{"t":"ready"}\\n'));
+for await (const chunk of Deno.stdin.readable) {
+  buffered += decoder.decode(chunk, { stream: true });
+  let end;
+  while ((end = buffered.indexOf("\\n")) >= 0) {
+    const message = JSON.parse(buffered.slice(0, end));
+    buffered = buffered.slice(end + 1);
+    await Deno.stdout.write(encoder.encode(JSON.stringify({ id: message.id, ok: true }) + "\\n"));
+  }
+}
+"""
+
+
+def _deno() -> str:
+    from deno import find_deno_bin  # type: ignore[import-untyped]
+
+    return str(find_deno_bin())
+
+
+def _deno_boot(script: str) -> float:
+    """One Deno boot: spawn until its first line."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [_deno(), "run", "--quiet", "--no-prompt", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    elapsed = time.perf_counter() - start
+    process.kill()
+    process.wait()
+    return elapsed
+
+
+async def _deno_round_trips(script: str, n: int) -> float:
+    """Per round trip: one JSON line written, its JSON line reply read, ``n`` times, on the
+    event loop (asyncio pipes, as the runtime itself talks to its Deno process)."""
+    process = await asyncio.create_subprocess_exec(
+        _deno(),
+        "run",
+        "--quiet",
+        "--no-prompt",
+        script,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    await process.stdout.readline()
+    start = time.perf_counter()
+    for i in range(n):
+        process.stdin.write(json.dumps({"t": "result", "id": i, "value": 0}).encode() + b"\n")
+        await process.stdin.drain()
+        json.loads(await process.stdout.readline())
+    elapsed = (time.perf_counter() - start) / n
+    process.kill()
+    await process.wait()
+    return elapsed
+
+
+def bench_v8(repeats: int, calls: int) -> None:
+    ours_calls = f"for (let i = 0; i < {calls}; i++) await tools.noop({{}}); return {calls}"
+    empty = f"for (let i = 0; i < {calls}; i++) {{}} return {calls}"
+    with tempfile.TemporaryDirectory() as folder:
+        script = str(Path(folder) / "echo.js")
+        Path(script).write_text(ECHO)
+
+        async def main() -> None:
+            runtime = V8Runtime(type_check=False) if _takes_type_check() else V8Runtime()
+            try:
+
+                async def ours() -> float:
+                    with_calls = await _program(ours_calls, runtime, [NOOP_CODE])
+                    without = await _program(empty, runtime, [NOOP_CODE])
+                    return (with_calls - without) / calls
+
+                async def floor() -> float:
+                    return await _deno_round_trips(script, calls)
+
+                sub = await ainterleaved({"ours": ours, "floor": floor}, repeats)
+                report("v8 sub-call", sub["ours"], sub["floor"], 1.4)
+
+                async def back_to_back() -> float:
+                    runs = [await _program("return 1", runtime, []) for _ in range(5)]
+                    return statistics.median(runs)
+
+                async def boot() -> float:
+                    return await asyncio.to_thread(_deno_boot, script)
+
+                starts = await ainterleaved({"ours": back_to_back, "boot": boot}, repeats)
+                report("v8 back-to-back", starts["ours"], starts["boot"], 0.6, unit="ms")
+            finally:
+                await runtime.aclose()
+
+        asyncio.run(main())
+
+
+def _takes_type_check() -> bool:
+    import inspect
+
+    return "type_check" in inspect.signature(V8Runtime).parameters
+
+
+ROWS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "rule": lambda o: bench_rule(o.repeats),
+    "run_batch": lambda o: bench_run_batch(o.repeats),
+    "monty": lambda o: bench_monty(o.repeats, o.calls),
+    "v8": lambda o: bench_v8(o.repeats, o.calls),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=sorted(ROWS), default=sorted(ROWS))
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    options = parser.parse_args()
+    print(f"{os.cpu_count()} CPUs; medians of {options.repeats} interleaved rounds")
+    for name in options.only:
+        ROWS[name](options)
+    missed = [name for name, ours, floor, target in RESULTS if ours / floor > target]
+    if missed:
+        print(f"missed: {', '.join(missed)}")
+        return 1
+    print("every target met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
