@@ -4,10 +4,9 @@ the session changes across the boundary.
 
 Against a real Temporal dev server. ``continue_after`` (events per run) is set low in most
 tests so that a few dozen calls cross several boundaries; the long batch uses the defaults.
-Durations (2 cores, shared): the 20,000-call batch 1.5-2.5 minutes (in CI); the 30,000-sub-call
-program (2.5-4 minutes) and the 50,000-call batch (5-6.5 minutes) run only with
-``TOOLNEXUS_TEMPORAL_LONG=1``; a 600-sub-call program crossing boundaries stands in for the
-former in CI.
+Durations (2 cores, shared): the 20,000-call batch 1.5-2.5 minutes and the 30,000-sub-call
+program 2.5-4 minutes (both in CI); the 50,000-call batch (5-6.5 minutes) runs only with
+``TOOLNEXUS_TEMPORAL_LONG=1``.
 """
 
 from __future__ import annotations
@@ -225,12 +224,6 @@ async def test_workers_killed_at_a_boundary_lose_and_duplicate_nothing(
     assert_unsafe_calls_ran_alone(intervals(effects, killed))
 
 
-LONG = pytest.mark.skipif(
-    not os.environ.get("TOOLNEXUS_TEMPORAL_LONG"),
-    reason="minutes on 2 cores: set TOOLNEXUS_TEMPORAL_LONG=1",
-)
-
-
 async def durable_program(
     client: Client, rounds: int, per_round: int, continue_after: int | None = None
 ) -> None:
@@ -267,7 +260,6 @@ async def test_a_durable_program_continues_as_new_inside_and_between_steps(
     await durable_program(client, 3, 200, continue_after=300)
 
 
-@LONG
 @pytest.mark.timeout(1200)
 async def test_a_durable_program_with_30000_sub_calls(
     temporal_address: str, tmp_path: Path
