@@ -11,8 +11,17 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from toolnexus import Outcome, Tool, ToolCall, ToolHints, create_client, run_batch, tool
+from toolnexus import (
+    Outcome,
+    Tool,
+    ToolCall,
+    ToolHints,
+    create_client,
+    run_batch,
+    tool,
+)
 from toolnexus.testing import FunctionModel
+from toolnexus.tools import ToolHooks
 
 VALIDATIONS: list[str] = []
 
@@ -135,3 +144,48 @@ async def test_run_batch_checks_a_json_schema_once_per_call() -> None:
     assert [o.value for o in outcomes[:3]] == [0, 1, 2]
     assert outcomes[3].error is not None and "n" in outcomes[3].error["message"]
     assert len(checked) == 4  # once each, the refused call included
+
+
+def counted_echo() -> tuple[Tool, list[Any]]:
+    """A tool with a plain JSON Schema whose every check is recorded."""
+
+    async def echo(args: dict[str, Any]) -> int:
+        return int(args["n"])
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    echo_tool = Tool("echo", "Echo n.", schema, execute=echo, hints=ToolHints(read_only=True))
+    checked: list[Any] = []
+    check = echo_tool._validator
+
+    def counting(args: Any) -> Any:
+        checked.append(dict(args))
+        return check(args)
+
+    object.__setattr__(echo_tool, "_validator", counting)
+    return echo_tool, checked
+
+
+async def test_the_client_loop_checks_a_json_schema_once_per_call_unless_a_hook_replaced_it() -> (
+    None
+):
+    # The loop checks a model's call before it takes a place in the lane; it ran the same check
+    # again when the call ran, though only a before-hook could have changed the arguments. Now
+    # the second check runs exactly for a call whose arguments a hook replaced.
+    echo_tool, checked = counted_echo()
+
+    def swap_four(name: str, args: dict[str, Any], ctx: Any) -> Any:
+        return {"n": "not a number"} if args["n"] == 4 else None
+
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(5)]
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    client = create_client(
+        model=FunctionModel(model), code_mode="native", hooks=ToolHooks(before=[swap_four])
+    )
+    result = await client.run("go", tools=[echo_tool])
+    outputs = [r.output for r in result.tool_calls]
+    assert outputs[:4] == ["0", "1", "2", "3"]
+    assert result.tool_calls[4].is_error and "n" in outputs[4]  # the replacement was checked
+    assert checked == [*({"n": i} for i in range(5)), {"n": "not a number"}]
