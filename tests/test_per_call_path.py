@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, field_validator
 
 from toolnexus import (
@@ -20,6 +21,7 @@ from toolnexus import (
     run_batch,
     tool,
 )
+from toolnexus.errors import ToolArgumentsError
 from toolnexus.testing import FunctionModel
 from toolnexus.tools import ToolHooks
 
@@ -189,3 +191,84 @@ async def test_the_client_loop_checks_a_json_schema_once_per_call_unless_a_hook_
     assert outputs[:4] == ["0", "1", "2", "3"]
     assert result.tool_calls[4].is_error and "n" in outputs[4]  # the replacement was checked
     assert checked == [*({"n": i} for i in range(5)), {"n": "not a number"}]
+
+
+PLAIN_SCHEMA = {
+    "type": "object",
+    "description": "plain",
+    "properties": {
+        "n": {"type": "integer", "description": "a count"},
+        "x": {"type": "number"},
+        "s": {"type": "string", "default": ""},
+        "b": {"type": "boolean"},
+        "z": {"type": "null"},
+        "l": {"type": "array"},
+        "o": {"type": "object"},
+        "any": {},
+    },
+    "required": ["n"],
+}
+
+PLAIN_ARGUMENTS: list[Any] = [
+    {"n": 1},
+    {"n": 1.0},  # an integer to JSON Schema, though not a Python int
+    {"n": 1.5},
+    {"n": True},
+    {"n": "1"},
+    {},
+    {"n": 1, "x": 2, "s": "a", "b": False, "z": None, "l": [1], "o": {"a": 1}, "any": object},
+    {"n": 1, "x": True},
+    {"n": 1, "s": 3},
+    {"n": 1, "b": 0},
+    {"n": 1, "z": 0},
+    {"n": 1, "l": (1,)},
+    {"n": 1, "o": []},
+    {"n": 1, "extra": 1},
+]
+
+
+async def test_a_plain_json_schema_accepts_and_refuses_exactly_what_jsonschema_does() -> None:
+    import jsonschema
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    for extra in (True, False):
+        schema = {**PLAIN_SCHEMA, "additionalProperties": extra}
+        reference = jsonschema.Draft7Validator(schema)
+        checked = Tool("t", "T.", schema, execute=run)
+        for args in PLAIN_ARGUMENTS:
+            expected = sorted(e.message for e in reference.iter_errors(args))
+            try:
+                checked.validate_arguments(args)
+                found: list[str] = []
+            except ToolArgumentsError as exc:
+                found = sorted(p.split(": ", 1)[-1] for p in exc.problems)
+            assert found == expected, (extra, args)
+
+
+def test_plain_arguments_of_a_plain_json_schema_are_not_walked_by_jsonschema() -> None:
+    # jsonschema's walk (validators, descents, error iterators) was most of a call's cost for a
+    # tool with a plain schema; arguments that plainly match it no longer take that walk.
+    from jsonschema.validators import Draft7Validator
+
+    walked: list[Any] = []
+    original = Draft7Validator.iter_errors
+
+    def counting(self: Any, instance: Any, *rest: Any) -> Any:
+        walked.append(instance)
+        return original(self, instance, *rest)
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    checked = Tool("t", "T.", {**PLAIN_SCHEMA, "additionalProperties": False}, execute=run)
+    Draft7Validator.iter_errors = counting  # type: ignore[method-assign]
+    try:
+        checked.validate_arguments({"n": 1, "s": "a", "any": [None]})
+        assert walked == []
+        with pytest.raises(ToolArgumentsError, match="n"):
+            checked.validate_arguments({"n": "1"})  # refused by the reference check
+        assert walked == [{"n": "1"}]
+    finally:
+        Draft7Validator.iter_errors = original  # type: ignore[method-assign]
