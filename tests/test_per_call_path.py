@@ -59,7 +59,8 @@ async def test_a_tool_function_is_not_validated_again_inside_execute() -> None:
 
 async def test_a_native_call_is_validated_before_the_lane_and_once_when_it_runs() -> None:
     """Twice, on purpose: before it takes a place in the lane (a call that cannot run is
-    answered at once) and when it runs (hooks may have changed its arguments)."""
+    answered at once) and when it runs (the function takes the model the arguments parse
+    into; a plain JSON Schema is not checked again, see below)."""
     VALIDATIONS.clear()
     outcomes = await run_batch([ToolCall("c1", "plot", '{"point": {"x": 4}}')], [plot])
     assert outcomes[0].value == 4
