@@ -9,10 +9,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, field_validator
 
-from toolnexus import Outcome, Tool, ToolCall, ToolHints, create_client, run_batch, tool
+from toolnexus import (
+    Outcome,
+    Tool,
+    ToolCall,
+    ToolHints,
+    create_client,
+    run_batch,
+    tool,
+)
+from toolnexus.errors import ToolArgumentsError
 from toolnexus.testing import FunctionModel
+from toolnexus.tools import ToolHooks
 
 VALIDATIONS: list[str] = []
 
@@ -48,7 +59,8 @@ async def test_a_tool_function_is_not_validated_again_inside_execute() -> None:
 
 async def test_a_native_call_is_validated_before_the_lane_and_once_when_it_runs() -> None:
     """Twice, on purpose: before it takes a place in the lane (a call that cannot run is
-    answered at once) and when it runs (hooks may have changed its arguments)."""
+    answered at once) and when it runs (the function takes the model the arguments parse
+    into; a plain JSON Schema is not checked again, see below)."""
     VALIDATIONS.clear()
     outcomes = await run_batch([ToolCall("c1", "plot", '{"point": {"x": 4}}')], [plot])
     assert outcomes[0].value == 4
@@ -135,3 +147,129 @@ async def test_run_batch_checks_a_json_schema_once_per_call() -> None:
     assert [o.value for o in outcomes[:3]] == [0, 1, 2]
     assert outcomes[3].error is not None and "n" in outcomes[3].error["message"]
     assert len(checked) == 4  # once each, the refused call included
+
+
+def counted_echo() -> tuple[Tool, list[Any]]:
+    """A tool with a plain JSON Schema whose every check is recorded."""
+
+    async def echo(args: dict[str, Any]) -> int:
+        return int(args["n"])
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    echo_tool = Tool("echo", "Echo n.", schema, execute=echo, hints=ToolHints(read_only=True))
+    checked: list[Any] = []
+    check = echo_tool._validator
+
+    def counting(args: Any) -> Any:
+        checked.append(dict(args))
+        return check(args)
+
+    object.__setattr__(echo_tool, "_validator", counting)
+    return echo_tool, checked
+
+
+async def test_the_client_loop_checks_a_json_schema_once_per_call_unless_a_hook_replaced_it() -> (
+    None
+):
+    # The loop checks a model's call before it takes a place in the lane; it ran the same check
+    # again when the call ran, though only a before-hook could have changed the arguments. Now
+    # the second check runs exactly for a call whose arguments a hook replaced.
+    echo_tool, checked = counted_echo()
+
+    def swap_four(name: str, args: dict[str, Any], ctx: Any) -> Any:
+        return {"n": "not a number"} if args["n"] == 4 else None
+
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(5)]
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    client = create_client(
+        model=FunctionModel(model), code_mode="native", hooks=ToolHooks(before=[swap_four])
+    )
+    result = await client.run("go", tools=[echo_tool])
+    outputs = [r.output for r in result.tool_calls]
+    assert outputs[:4] == ["0", "1", "2", "3"]
+    assert result.tool_calls[4].is_error and "n" in outputs[4]  # the replacement was checked
+    assert checked == [*({"n": i} for i in range(5)), {"n": "not a number"}]
+
+
+PLAIN_SCHEMA = {
+    "type": "object",
+    "description": "plain",
+    "properties": {
+        "n": {"type": "integer", "description": "a count"},
+        "x": {"type": "number"},
+        "s": {"type": "string", "default": ""},
+        "b": {"type": "boolean"},
+        "z": {"type": "null"},
+        "l": {"type": "array"},
+        "o": {"type": "object"},
+        "any": {},
+    },
+    "required": ["n"],
+}
+
+PLAIN_ARGUMENTS: list[Any] = [
+    {"n": 1},
+    {"n": 1.0},  # an integer to JSON Schema, though not a Python int
+    {"n": 1.5},
+    {"n": True},
+    {"n": "1"},
+    {},
+    {"n": 1, "x": 2, "s": "a", "b": False, "z": None, "l": [1], "o": {"a": 1}, "any": object},
+    {"n": 1, "x": True},
+    {"n": 1, "s": 3},
+    {"n": 1, "b": 0},
+    {"n": 1, "z": 0},
+    {"n": 1, "l": (1,)},
+    {"n": 1, "o": []},
+    {"n": 1, "extra": 1},
+]
+
+
+async def test_a_plain_json_schema_accepts_and_refuses_exactly_what_jsonschema_does() -> None:
+    import jsonschema
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    for extra in (True, False):
+        schema = {**PLAIN_SCHEMA, "additionalProperties": extra}
+        reference = jsonschema.Draft7Validator(schema)
+        checked = Tool("t", "T.", schema, execute=run)
+        for args in PLAIN_ARGUMENTS:
+            expected = sorted(e.message for e in reference.iter_errors(args))
+            try:
+                checked.validate_arguments(args)
+                found: list[str] = []
+            except ToolArgumentsError as exc:
+                found = sorted(p.split(": ", 1)[-1] for p in exc.problems)
+            assert found == expected, (extra, args)
+
+
+def test_plain_arguments_of_a_plain_json_schema_are_not_walked_by_jsonschema() -> None:
+    # jsonschema's walk (validators, descents, error iterators) was most of a call's cost for a
+    # tool with a plain schema; arguments that plainly match it no longer take that walk.
+    from jsonschema.validators import Draft7Validator
+
+    walked: list[Any] = []
+    original = Draft7Validator.iter_errors
+
+    def counting(self: Any, instance: Any, *rest: Any) -> Any:
+        walked.append(instance)
+        return original(self, instance, *rest)
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    checked = Tool("t", "T.", {**PLAIN_SCHEMA, "additionalProperties": False}, execute=run)
+    Draft7Validator.iter_errors = counting  # type: ignore[method-assign]
+    try:
+        checked.validate_arguments({"n": 1, "s": "a", "any": [None]})
+        assert walked == []
+        with pytest.raises(ToolArgumentsError, match="n"):
+            checked.validate_arguments({"n": "1"})  # refused by the reference check
+        assert walked == [{"n": "1"}]
+    finally:
+        Draft7Validator.iter_errors = original  # type: ignore[method-assign]

@@ -36,6 +36,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_STRICT: dict[str, Any] = {"parse_constant": _reject_constant}
+_DECODER = json.JSONDecoder(**_STRICT)  # one decoder: json.loads builds one per call
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Decode JSON text that came from outside; every failure is a ``ValueError`` that says why.
 
@@ -46,7 +50,7 @@ def loads_strict(text: str | bytes) -> Any:
         ValueError: what is wrong, in words a model can act on.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _DECODER.decode(text) if isinstance(text, str) else json.loads(text, **_STRICT)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the text is not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:
@@ -93,6 +97,8 @@ def json_problem(
     host put in, which a snapshot renders with ``repr()``) are let through; everything else is
     still checked. Iterative: no input can exhaust the stack.
     """
+    if type(value) is dict and max_depth > 0 and _flat_plain(value):
+        return None  # the common case (a call's arguments): one level of plain scalars
     # A path is rendered only for the message of a problem: most values have none, and
     # formatting every key's path up front was most of the cost of checking them.
     stack: list[tuple[Any, _Path, int]] = [(value, where, 0)]
@@ -134,6 +140,28 @@ def json_problem(
         if problem:
             return problem
     return None
+
+
+def _flat_plain(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` holds only ASCII string keys and plain JSON scalars (ASCII strings,
+    ints within the digit limit, finite floats, bools, ``None``): nothing `json_problem` could
+    object to. Anything else (or nested) is left to the full check."""
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                return False
+        elif kind is int:
+            if not -_INT_BOUND < item < _INT_BOUND:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif item is not None and kind is not bool:
+            return False
+    return True
 
 
 def _render(path: _Path) -> str:

@@ -32,14 +32,13 @@ from toolnexus.client._result import (
     ToolResultEvent,
     UsageEvent,
 )
-from toolnexus.client._turn import PENDING, RelayHandler, TurnCalls
+from toolnexus.client._turn import PENDING, CheckedCalls, RelayHandler, TurnCalls
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
     ApprovalHandler,
     CodeMode,
     PermissionPolicy,
     RunContext,
-    direct_dispatch,
     filter_tools,
     visible_tools,
 )
@@ -536,8 +535,9 @@ def _tool_choice(run: _Run) -> str | None:
 async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
     """One model round trip and its tool calls; yields events, then the assistant turn."""
     config = run.config
+    checked = CheckedCalls()
     lane = Scheduler(
-        direct_dispatch, max_parallel=config.max_concurrency, audit=False, session=run.session
+        checked.dispatch, max_parallel=config.max_concurrency, audit=False, session=run.session
     )
     batch = TurnCalls(
         lane,
@@ -548,6 +548,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         config.meter,
         direct=(OUTPUT_TOOL,) if run.output is not None else (),
         decode=run.decode,
+        checked=checked,
     )
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 

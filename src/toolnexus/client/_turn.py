@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
+from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.scheduling._scheduler import ABANDONED
-from toolnexus.tools import Toolkit
+from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._relay import is_relay
 
-__all__ = ["HOSTED_LATE", "PENDING", "RelayHandler", "TurnCalls", "caller_id"]
+__all__ = ["HOSTED_LATE", "PENDING", "CheckedCalls", "RelayHandler", "TurnCalls", "caller_id"]
 
 
 PENDING = Outcome.failure("relay", "waiting for the host's answer")
@@ -41,11 +41,43 @@ def _abandoned(outcome: Outcome) -> bool:
     return outcome.error is not None and outcome.error["message"] == ABANDONED
 
 
+def _for_call(ctx: RunContext[Any], call_id: str, caller: str | None) -> RunContext[Any]:
+    """``dataclasses.replace(ctx, call_id=..., caller=...)`` without its per-field work: a
+    fresh context object per call (`CheckedCalls` knows a call by it)."""
+    made: RunContext[Any] = object.__new__(type(ctx))
+    made.__dict__.update(ctx.__dict__, call_id=call_id, caller=caller)
+    return made
+
+
 def _late(call: ToolCall, deadline: float | None) -> Outcome:
     return Outcome.failure(call.name, HOSTED_LATE.format(seconds=deadline or 0))
 
 
 """The stand-in outcome of a relay call that no handler answered: the run becomes pending."""
+
+
+class CheckedCalls:
+    """The dispatch of a turn's lane: a model's call whose arguments the turn checked before
+    it took a place in the lane is not checked again when it runs (unless a before-hook
+    replaced them); every other call the lane runs (a Code Mode program's sub-calls) is.
+
+    A checked call is known by its own context object (`TurnCalls` makes one per call), held
+    here until the call is dispatched.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[int, RunContext[Any]] = {}
+
+    def hold(self, ctx: RunContext[Any]) -> None:
+        """Mark the call carrying ``ctx`` as checked."""
+        self._held[id(ctx)] = ctx
+
+    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Outcome]:
+        """The lane's dispatch function ``(tool, args, run_ctx) -> Outcome``."""
+        if self._held.pop(id(run_ctx), None) is run_ctx:
+            return checked_dispatch(tool, args, run_ctx)
+        return direct_dispatch(tool, args, run_ctx)
+
 
 RelayHandler = Callable[[ToolCall], Any]
 """``handler(call) -> result`` (sync or async): answers a relay tool's call."""
@@ -70,8 +102,10 @@ class TurnCalls:
         meter: Any = None,
         direct: Sequence[str] = (),
         decode: Callable[[ToolCall], Any] | None = None,
+        checked: CheckedCalls | None = None,
     ) -> None:
         self._lane = lane
+        self._checked = checked  # the lane's dispatch, when it skips a second check
         self._decode = decode  # the run's once-per-call decoding of arguments
         self._meter = meter
         self._direct = frozenset(direct)  # called directly even under "code" mode
@@ -107,7 +141,9 @@ class TurnCalls:
             else:
                 self._answers.append(asyncio.ensure_future(self._relay(call, args)))
             return
-        ctx = dataclasses.replace(self._ctx, call_id=call.id, caller=caller_id(call.caller))
+        ctx = _for_call(self._ctx, call.id, caller_id(call.caller))
+        if self._checked is not None:
+            self._checked.hold(ctx)
         self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))
 
     async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:

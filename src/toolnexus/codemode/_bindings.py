@@ -33,6 +33,8 @@ __all__ = [
 
 logger = logging.getLogger("toolnexus.codemode")
 
+_NO_HOOKS = ToolHooks()
+
 ApprovalHandler = Callable[[str, dict[str, Any]], "bool | Awaitable[bool]"]
 """``handler(tool_name, args) -> bool`` (sync or async): only ``True`` approves the call."""
 
@@ -141,19 +143,31 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     one (no hooks, no approval handler). Tools that take a ``ctx`` parameter receive the
     [`RunContext`][toolnexus.codemode.RunContext].
     """
+    return await _dispatch(tool, args, run_ctx, checked=False)
+
+
+async def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None) -> Outcome:
+    """`direct_dispatch` of a call whose arguments passed ``tool.validate_arguments`` already
+    (the client loop checks a model's call before it takes a place in the lane): the schema is
+    not checked again unless a before-hook replaced the arguments."""
+    return await _dispatch(tool, args, run_ctx, checked=True)
+
+
+async def _dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any, *, checked: bool) -> Outcome:
     ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
     if ctx.caller is not None:
         note_caller(ctx.caller)
-    refusal = await _approved(tool, args, ctx)
-    if refusal is not None:
-        return Outcome.failure(tool.name, refusal)
-    hooks = ctx.hooks or ToolHooks()
+    if _needs_approval(tool, ctx.policy):
+        refusal = await _approved(tool, args, ctx)
+        if refusal is not None:
+            return Outcome.failure(tool.name, refusal)
+    hooks = ctx.hooks or _NO_HOOKS
     outcome: Outcome | None = None
     try:
         for before in hooks.before:
             replacement = await maybe_await(before(tool.name, args, ctx))
             if isinstance(replacement, dict):
-                args = replacement
+                args, checked = replacement, False  # new arguments: checked when it runs
             elif isinstance(replacement, (Outcome, ToolResult)):  # answered: the tool is skipped
                 outcome = outcome_from_value(tool.name, replacement)
                 break
@@ -161,7 +175,8 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
         outcome = outcome_from_exception(tool.name, exc)
     if outcome is None:
         try:
-            outcome = outcome_from_value(tool.name, await tool.invoke(args, ctx))
+            run = tool._invoke_checked if checked else tool.invoke
+            outcome = outcome_from_value(tool.name, await run(args, ctx))
         except Exception as exc:
             outcome = outcome_from_exception(tool.name, exc)
     try:

@@ -56,8 +56,11 @@ def _json_schema_validator(name: str, schema: dict[str, Any]) -> ArgumentsValida
             "tool with @tool, which generates it from the function signature."
         ) from None
     validator: Validator = cls(schema)
+    plainly_valid = _plain_check(schema)
 
     def validate(args: Mapping[str, Any]) -> None:
+        if plainly_valid is not None and plainly_valid(args):
+            return  # certainly valid: what jsonschema would find no error in
         errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
         if errors:
             problems = []
@@ -87,3 +90,69 @@ def schema_validator(
     if model is not None:
         return _model_validator(name, model)
     return _json_schema_validator(name, schema)
+
+
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples"})
+"""Keywords that describe a value without constraining it."""
+
+_PLAIN_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "array": lambda v: type(v) is list,
+    "object": lambda v: type(v) is dict,
+}
+
+
+def _plain_check(schema: dict[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
+    """A quick check that says ``True`` only for arguments the schema certainly accepts, for a
+    schema made of nothing but an object's ``properties`` (each a plain ``type``),
+    ``required`` and a boolean ``additionalProperties``; ``None`` for any other schema.
+
+    ``False`` means "not certain" (a float for an integer, a missing field, anything
+    unusual): the full ``jsonschema`` check then decides and words the errors, so the result
+    is always the reference implementation's.
+    """
+    if not set(schema) <= {"type", "properties", "required", "additionalProperties"} | _ANNOTATIONS:
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if (
+        type(properties) is not dict
+        or type(required) is not list
+        or not all(type(r) is str for r in required)
+        or type(extra) is not bool
+    ):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for key, sub in properties.items():
+        if type(sub) is not dict or not set(sub) <= {"type"} | _ANNOTATIONS:
+            return None
+        kind = sub.get("type")
+        if kind is None and "type" not in sub:
+            checks[key] = lambda v: True  # no constraint at all
+        elif type(kind) is str and kind in _PLAIN_TYPES:
+            checks[key] = _PLAIN_TYPES[kind]
+        else:
+            return None
+    needed = tuple(required)
+
+    def plainly_valid(args: Mapping[str, Any]) -> bool:
+        if type(args) is not dict:
+            return False
+        for key in needed:
+            if key not in args:
+                return False
+        for key, value in args.items():
+            check = checks.get(key)
+            if check is None:
+                if not extra:
+                    return False
+            elif not check(value):
+                return False
+        return True
+
+    return plainly_valid
