@@ -488,3 +488,38 @@ async def test_v8_keeps_two_spares_so_back_to_back_runs_find_one_booted() -> Non
         assert len(runtime._spares) == 2
     finally:
         await runtime.aclose()
+
+
+class _CountedStops(MontyRuntime):
+    """A Monty runtime whose workers allow only ``stops`` suspensions per run."""
+
+    def __init__(self, stops: int) -> None:
+        super().__init__(timeout=20, type_check=False)
+        self.stops = stops
+
+    def _limits(self) -> Any:
+        return {**super()._limits(), "max_suspensions": self.stops}
+
+
+async def test_a_monty_program_awaiting_one_call_at_a_time_stops_its_worker_once_per_call() -> None:
+    """A program that never awaits concurrently is served by sync host calls: 30 calls fit in
+    30 worker suspensions (with a future per call they take 60); a program that may await
+    concurrently (it imports asyncio) still gets futures, so its calls still overlap."""
+    calls = 30
+    runtime = _CountedStops(calls)
+    tool = echo_tool()
+    sequential = f"n = 0\nfor i in range({calls}):\n    r = await tools.echo({{'i': i}})\n"
+    sequential += "    n += r['echo']['i']\nn"
+    gathered = "import asyncio\n"
+    gathered += f"rs = await asyncio.gather(*[tools.echo({{'i': i}}) for i in range({calls})])\n"
+    gathered += "sum(r['echo']['i'] for r in rs)"
+    try:
+        out = await run_program(sequential, [tool], runtime=runtime)
+        assert out.get("result") == sum(range(calls)), out
+        out = await run_program(gathered, [tool], runtime=runtime)
+        assert "result" not in out, out  # futures: two suspensions per call, past the limit
+        runtime.stops = 4 * calls
+        out = await run_program(gathered, [tool], runtime=runtime)
+        assert out.get("result") == sum(range(calls)), out
+    finally:
+        await runtime.aclose()

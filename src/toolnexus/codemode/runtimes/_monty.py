@@ -40,7 +40,7 @@ from toolnexus.codemode.runtimes._base import (
     run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, program_problem
+from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, inspect_program
 from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
@@ -141,7 +141,7 @@ class MontyRuntime:
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """
-        refused = program_problem(code)
+        refused, concurrent = inspect_program(code)
         if refused:
             return RunReport(failure=ProgramFailure("exception", refused))
         loop = asyncio.get_running_loop()
@@ -155,7 +155,7 @@ class MontyRuntime:
             if (self._type_check)
             else None
         )
-        run = Run(loop, call_tool, self.budgets)
+        run = Run(loop, call_tool, self.budgets, concurrent=concurrent)
         self._active.add(run)
         try:
             self._drivers.submit(
