@@ -31,6 +31,7 @@ from toolnexus.codemode.runtimes._base import (
     ProgramFailure,
     ToolCaller,
 )
+from toolnexus.codemode.runtimes._pinning import Pins
 from toolnexus.scheduling import Outcome, snapshot
 
 __all__ = [
@@ -164,6 +165,8 @@ class Run:
     ) -> None:
         self.loop = loop
         self.concurrent = concurrent  # futures per call; else sync host calls
+        self.cpu: int | None = None  # pin the driver thread and the worker here (opt-in)
+        self.cpus: set[int] | None = None  # and give them these back after
         self.call_tool = call_tool
         self.budgets = budgets
         self.logs = LogCapture(budgets.max_output)
@@ -229,7 +232,13 @@ class Run:
                     with self._lock:
                         self._pid = session.worker_pid
                     self._raise_if_stopped()  # stopped before the worker was known
-                    self._set(self._run(session, code, tool_names, check))
+                    pins = self._pin(session.worker_pid)
+                    try:
+                        value = self._run(session, code, tool_names, check)
+                    finally:  # before the result: the caller sees affinities put back
+                        if pins is not None:
+                            pins.release(self.cpus)
+                    self._set(value)
                 finally:
                     with contextlib.suppress(Exception):  # a killed worker's session may complain
                         checkout.__exit__(None, None, None)
@@ -238,6 +247,16 @@ class Run:
                 self.result.set_exception(exc)
         finally:
             self.finished.set_result(None)
+
+    def _pin(self, worker_pid: int | None) -> Pins | None:
+        """Pin this thread and the worker to ``cpu`` (when the run asks for it)."""
+        if self.cpu is None:
+            return None
+        pins = Pins(self.cpu)
+        pins.pin(0)
+        if worker_pid is not None:
+            pins.pin_process(worker_pid)
+        return pins
 
     def _set(self, value: Any) -> None:
         if not self.result.done():
