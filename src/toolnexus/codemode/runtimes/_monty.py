@@ -265,26 +265,30 @@ class MontyRuntime:
         cancels."""
         result = asyncio.wrap_future(run.result)
         result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
-        started = asyncio.wrap_future(run.started)
         loop = run.loop
-        deadline = math.inf if patience is None else patience[0]
+        patience_ends = math.inf if patience is None else patience[0]
+        late: ProgramFailure | None = None
         try:
-            # Queued for a worker: only the caller's patience runs.
-            await asyncio.wait(
-                {result, started},
-                timeout=_remaining(deadline, loop),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if started.done():  # the budget runs from here, unless the patience ends first
-                deadline, late = run_deadline(self.budgets, started.result(), patience)
-            else:  # it ended before it ran, or the patience ran out while it was queued
-                late = patience[1] if patience is not None else budget_timeout(self.budgets)
-            done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+            while True:
+                # Why no wake-up when the run gets its worker: its budget starts then, so never
+                # before now; waiting until the earliest either could end and then looking is
+                # enough, and spares the loop a cross-thread hop on every run.
+                if run.started.done():
+                    deadline, late = run_deadline(self.budgets, run.started.result(), patience)
+                else:
+                    deadline = min(patience_ends, loop.time() + self.budgets.timeout)
+                done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+                if done or late is not None:
+                    break
+                queued = not run.started.done()
+                if queued and patience is not None and loop.time() >= patience_ends:
+                    late = patience[1]  # ran out while queued for a worker
+                    break
         except asyncio.CancelledError:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
             raise
         if not done:
-            run.stop(late)
+            run.stop(late or budget_timeout(self.budgets))
             # give the killed driver a moment to notice, so the logs it captured are complete
             await asyncio.wait({asyncio.wrap_future(run.finished)}, timeout=STOP_GRACE_SECONDS)
         if run.stopped is not None:
