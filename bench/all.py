@@ -11,6 +11,7 @@ Rows (``docs/performance.md`` explains each floor):
 * ``monty sub-call``: a program awaiting a no-op tool N times, per call, against
   pydantic-monty's own awaited round trip (``AsyncMonty``, an async external function)
   (target <= 1.15), and against the sync floor (a sync external function) (target <= 1.6);
+  each also with ``MontyRuntime(pin_cpu=True)`` (the ``pinned`` rows), floors unpinned;
 * ``monty warm start``: a trivial program on a warm runtime against pydantic-monty's own
   ``feed_run`` of it on a warm pool (target <= 1.2);
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
@@ -54,7 +55,7 @@ def report(name: str, ours: float, floor: float, target: float, unit: str = "us"
     ratio = ours / floor
     verdict = "ok" if ratio <= target else "MISSED"
     print(
-        f"{name:<26} {ours * scale:10.2f} {unit}   floor {floor * scale:10.2f} {unit}   "
+        f"{name:<30} {ours * scale:10.2f} {unit}   floor {floor * scale:10.2f} {unit}   "
         f"ratio {ratio:5.2f}  target <= {target:<4}  {verdict}",
         flush=True,
     )
@@ -203,6 +204,7 @@ def bench_monty(repeats: int, calls: int) -> None:
 
     async def main() -> None:
         runtime = MontyRuntime(type_check=False)
+        pinned = MontyRuntime(type_check=False, pin_cpu=True)
         async_pool = monty.AsyncMonty(min_processes=1, max_processes=2)
         sync_pool = monty.Monty(min_processes=1, max_processes=2)
         await async_pool.__aenter__()
@@ -232,6 +234,8 @@ def bench_monty(repeats: int, calls: int) -> None:
                 {
                     "ours": lambda: _program(ours_calls, runtime, [NOOP_CODE]),
                     "ours_empty": lambda: _program(empty, runtime, [NOOP_CODE]),
+                    "pinned": lambda: _program(ours_calls, pinned, [NOOP_CODE]),
+                    "pinned_empty": lambda: _program(empty, pinned, [NOOP_CODE]),
                     "awaited": lambda: own_awaited(awaited),
                     "awaited_empty": lambda: own_awaited(empty),
                     "sync": lambda: in_thread(synced),
@@ -244,19 +248,30 @@ def bench_monty(repeats: int, calls: int) -> None:
             sync_floor = (times["sync"] - times["sync_empty"]) / calls
             report("monty sub-call", ours, floor, 1.15)
             report("monty sub-call, sync", ours, sync_floor, 1.6)
+            ours_pinned = (times["pinned"] - times["pinned_empty"]) / calls
+            report("monty sub-call, pinned", ours_pinned, floor, 1.15)
+            report("monty sub-call, sync, pinned", ours_pinned, sync_floor, 1.6)
 
             async def ours_warm() -> float:
                 await asyncio.sleep(0.1)  # idle, as between model turns
                 return await _program("1", runtime, [])
 
+            async def pinned_warm() -> float:
+                await asyncio.sleep(0.1)
+                return await _program("1", pinned, [])
+
             async def own_warm_in_thread() -> float:
                 await asyncio.sleep(0.1)
                 return await asyncio.to_thread(_own_warm_sync, sync_pool)
 
-            warm = await ainterleaved({"ours": ours_warm, "own": own_warm_in_thread}, repeats)
+            warm = await ainterleaved(
+                {"ours": ours_warm, "pinned": pinned_warm, "own": own_warm_in_thread}, repeats
+            )
             report("monty warm start", warm["ours"], warm["own"], 1.2, unit="ms")
+            report("monty warm start, pinned", warm["pinned"], warm["own"], 1.2, unit="ms")
         finally:
             await runtime.aclose()
+            await pinned.aclose()
             await async_pool.__aexit__(None, None, None)
             sync_pool.__exit__(None, None, None)
 
