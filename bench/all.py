@@ -15,8 +15,10 @@ Rows (``docs/performance.md`` explains each floor):
 * ``monty sub-call``: a program awaiting a no-op tool N times, per call, against
   pydantic-monty's own awaited round trip (``AsyncMonty``, an async external function)
   (target <= 1.15), and against the sync floor (a sync external function) (target <= 1.6);
+  each also with ``MontyRuntime(pin_cpu=True)`` (the ``pinned`` rows), floors unpinned;
 * ``monty warm start``: a trivial program on a warm runtime against pydantic-monty's own
-  ``feed_run`` of it on a warm pool (target <= 1.2);
+  ``feed_run`` of it on a warm pool, timed inside its thread (target <= 1.2); also against
+  ``AsyncMonty``'s checkout and ``feed_run`` timed from the loop (``AsyncMonty`` row);
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
   a Deno child (target <= 1.4);
 * ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6).
@@ -59,7 +61,7 @@ def report(name: str, ours: float, floor: float, target: float, unit: str = "us"
     ratio = ours / floor
     verdict = "ok" if ratio <= target else "MISSED"
     print(
-        f"{name:<26} {ours * scale:10.2f} {unit}   floor {floor * scale:10.2f} {unit}   "
+        f"{name:<30} {ours * scale:10.2f} {unit}   floor {floor * scale:10.2f} {unit}   "
         f"ratio {ratio:5.2f}  target <= {target:<4}  {verdict}",
         flush=True,
     )
@@ -256,6 +258,7 @@ def bench_monty(repeats: int, calls: int) -> None:
 
     async def main() -> None:
         runtime = MontyRuntime(type_check=False)
+        pinned = MontyRuntime(type_check=False, pin_cpu=True)
         async_pool = monty.AsyncMonty(min_processes=1, max_processes=2)
         sync_pool = monty.Monty(min_processes=1, max_processes=2)
         await async_pool.__aenter__()
@@ -285,6 +288,8 @@ def bench_monty(repeats: int, calls: int) -> None:
                 {
                     "ours": lambda: _program(ours_calls, runtime, [NOOP_CODE]),
                     "ours_empty": lambda: _program(empty, runtime, [NOOP_CODE]),
+                    "pinned": lambda: _program(ours_calls, pinned, [NOOP_CODE]),
+                    "pinned_empty": lambda: _program(empty, pinned, [NOOP_CODE]),
                     "awaited": lambda: own_awaited(awaited),
                     "awaited_empty": lambda: own_awaited(empty),
                     "sync": lambda: in_thread(synced),
@@ -297,19 +302,48 @@ def bench_monty(repeats: int, calls: int) -> None:
             sync_floor = (times["sync"] - times["sync_empty"]) / calls
             report("monty sub-call", ours, floor, 1.15)
             report("monty sub-call, sync", ours, sync_floor, 1.6)
+            ours_pinned = (times["pinned"] - times["pinned_empty"]) / calls
+            report("monty sub-call, pinned", ours_pinned, floor, 1.15)
+            report("monty sub-call, sync, pinned", ours_pinned, sync_floor, 1.6)
 
             async def ours_warm() -> float:
                 await asyncio.sleep(0.1)  # idle, as between model turns
                 return await _program("1", runtime, [])
 
+            async def pinned_warm() -> float:
+                await asyncio.sleep(0.1)
+                return await _program("1", pinned, [])
+
             async def own_warm_in_thread() -> float:
                 await asyncio.sleep(0.1)
                 return await asyncio.to_thread(_own_warm_sync, sync_pool)
 
-            warm = await ainterleaved({"ours": ours_warm, "own": own_warm_in_thread}, repeats)
+            async def own_warm_awaited() -> float:
+                await asyncio.sleep(0.1)
+                start = time.perf_counter()
+                async with async_pool.checkout() as session:
+                    await session.feed_run("1", skip_type_check=True)
+                return time.perf_counter() - start
+
+            warm = await ainterleaved(
+                {
+                    "ours": ours_warm,
+                    "pinned": pinned_warm,
+                    "own": own_warm_in_thread,
+                    "own_awaited": own_warm_awaited,
+                },
+                repeats,
+            )
             report("monty warm start", warm["ours"], warm["own"], 1.2, unit="ms")
+            report("monty warm start, pinned", warm["pinned"], warm["own"], 1.2, unit="ms")
+            # The same against AsyncMonty timed from the loop, as an asyncio caller of
+            # pydantic-monty would see it (the floor above is timed inside its thread, so it
+            # leaves out the hand-offs to and from the loop that any asyncio caller pays).
+            awaited_warm = warm["own_awaited"]
+            report("monty warm start, AsyncMonty", warm["ours"], awaited_warm, 1.2, unit="ms")
         finally:
             await runtime.aclose()
+            await pinned.aclose()
             await async_pool.__aexit__(None, None, None)
             sync_pool.__exit__(None, None, None)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import pytest
@@ -488,3 +489,78 @@ async def test_v8_keeps_two_spares_so_back_to_back_runs_find_one_booted() -> Non
         assert len(runtime._spares) == 2
     finally:
         await runtime.aclose()
+
+
+class _CountedStops(MontyRuntime):
+    """A Monty runtime whose workers allow only ``stops`` suspensions per run."""
+
+    def __init__(self, stops: int) -> None:
+        super().__init__(timeout=20, type_check=False)
+        self.stops = stops
+
+    def _limits(self) -> Any:
+        return {**super()._limits(), "max_suspensions": self.stops}
+
+
+async def test_a_monty_program_awaiting_one_call_at_a_time_stops_its_worker_once_per_call() -> None:
+    """A program that never awaits concurrently is served by sync host calls: 30 calls fit in
+    30 worker suspensions (with a future per call they take 60); a program that may await
+    concurrently (it imports asyncio) still gets futures, so its calls still overlap."""
+    calls = 30
+    runtime = _CountedStops(calls)
+    tool = echo_tool()
+    sequential = f"n = 0\nfor i in range({calls}):\n    r = await tools.echo({{'i': i}})\n"
+    sequential += "    n += r['echo']['i']\nn"
+    gathered = "import asyncio\n"
+    gathered += f"rs = await asyncio.gather(*[tools.echo({{'i': i}}) for i in range({calls})])\n"
+    gathered += "sum(r['echo']['i'] for r in rs)"
+    try:
+        out = await run_program(sequential, [tool], runtime=runtime)
+        assert out.get("result") == sum(range(calls)), out
+        out = await run_program(gathered, [tool], runtime=runtime)
+        assert "result" not in out, out  # futures: two suspensions per call, past the limit
+        runtime.stops = 4 * calls
+        out = await run_program(gathered, [tool], runtime=runtime)
+        assert out.get("result") == sum(range(calls)), out
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning is seen only with two CPUs or more (Linux)",
+)
+@pytest.mark.parametrize("pin_cpu", [True, False])
+async def test_monty_pin_cpu_pins_the_loop_and_the_worker_for_the_run_only(pin_cpu: bool) -> None:
+    """With ``pin_cpu`` the loop's thread and the run's worker process share one CPU while the
+    program runs (a tool sees both pinned), and both have their affinity back afterwards;
+    without it nothing is pinned."""
+    runtime = MontyRuntime(timeout=20, type_check=False, pin_cpu=pin_cpu)
+    everything = os.sched_getaffinity(0)
+    seen: list[tuple[set[int], set[int]]] = []
+    pids: list[int] = []
+
+    async def execute(args: dict[str, Any]) -> int:
+        (run,) = runtime._active
+        assert run.pid is not None
+        pids.append(run.pid)
+        seen.append((os.sched_getaffinity(0), os.sched_getaffinity(run.pid)))
+        return 1
+
+    probe = Tool(
+        "affinity", "Sees affinities.", {"type": "object"}, execute=execute, hints=ToolHints()
+    )
+    try:
+        for _ in range(2):
+            out = await run_program("await tools.affinity({})", [probe], runtime=runtime)
+            assert out.get("result") == 1, out
+            assert os.sched_getaffinity(0) == everything
+            assert os.sched_getaffinity(pids[-1]) == everything
+    finally:
+        await runtime.aclose()
+    for loop_cpus, worker_cpus in seen:
+        if pin_cpu:
+            assert len(loop_cpus) == 1
+            assert worker_cpus == loop_cpus
+        else:
+            assert loop_cpus == worker_cpus == everything

@@ -40,7 +40,8 @@ from toolnexus.codemode.runtimes._base import (
     run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, program_problem
+from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, inspect_program
+from toolnexus.codemode.runtimes._pinning import CallerPins, own_cpus, unpin_thread
 from toolnexus.scheduling import snapshot
 
 __all__ = ["MontyRuntime"]
@@ -85,6 +86,11 @@ class MontyRuntime:
             a program that does not check fails with kind ``type_error`` and never runs.
         max_workers: Runs at once; more runs wait for a free worker process.
         warm_workers: Worker processes started ahead of the first run and kept warm.
+        pin_cpu: Pin each run, for its duration, to the CPU its event loop is on when it starts:
+            the loop's thread, the run's driver thread and its worker process (Linux; elsewhere
+            ignored). Sub-calls hop between the three, and a hop within one CPU is several
+            times cheaper than across CPUs on a loaded machine; the price is that they share
+            one CPU. Off by default; ``docs/performance.md`` has the figures both ways.
 
     Raises:
         ConfigurationError: a budget or option that is not a positive number, named.
@@ -108,11 +114,17 @@ class MontyRuntime:
         type_check: bool = True,
         max_workers: int = 4,
         warm_workers: int = 1,
+        pin_cpu: bool = False,
     ) -> None:
         self.budgets = Budgets(timeout, max_memory, max_output, max_sub_calls)
         for option, value in (("max_workers", max_workers), ("warm_workers", warm_workers)):
             positive_int(f"MontyRuntime {option}", value)
         self._type_check = bool(type_check)
+        self._pin_cpu = bool(pin_cpu)
+        self._caller_pins = CallerPins()
+        # The CPUs the runtime's threads go back to: a thread started by a pinned one (the loop
+        # during a pinned run) would otherwise inherit the pin for good.
+        self._cpus = own_cpus()
         self._max_workers = max_workers
         self._warm_workers = min(warm_workers, max_workers)
         self._slots = threading.BoundedSemaphore(max_workers)  # sessions held by runs
@@ -121,8 +133,18 @@ class MontyRuntime:
         self._pool_lock = threading.Lock()  # not asyncio's: a runtime may outlive its loop
         # Drivers wait for a slot inside their own thread, so size this generously: a waiting
         # thread costs little, and no run's progress depends on another run's thread.
-        self._drivers = ThreadPoolExecutor(max_workers + 16, thread_name_prefix="toolnexus-monty")
-        self._helpers = ThreadPoolExecutor(4, thread_name_prefix="toolnexus-monty-helper")
+        self._drivers = ThreadPoolExecutor(
+            max_workers + 16,
+            thread_name_prefix="toolnexus-monty",
+            initializer=unpin_thread,
+            initargs=(self._cpus,),
+        )
+        self._helpers = ThreadPoolExecutor(
+            4,
+            thread_name_prefix="toolnexus-monty-helper",
+            initializer=unpin_thread,
+            initargs=(self._cpus,),
+        )
         self._active: set[Run] = set()
 
     def __repr__(self) -> str:
@@ -141,7 +163,7 @@ class MontyRuntime:
 
         Blocks only the calling task, never the event loop. Cancelling it kills the program.
         """
-        refused = program_problem(code)
+        refused, concurrent = inspect_program(code)
         if refused:
             return RunReport(failure=ProgramFailure("exception", refused))
         loop = asyncio.get_running_loop()
@@ -155,7 +177,9 @@ class MontyRuntime:
             if (self._type_check)
             else None
         )
-        run = Run(loop, call_tool, self.budgets)
+        run = Run(loop, call_tool, self.budgets, concurrent=concurrent)
+        if self._pin_cpu:
+            run.cpu, run.cpus = self._caller_pins.acquire(), self._cpus
         self._active.add(run)
         try:
             self._drivers.submit(
@@ -163,6 +187,8 @@ class MontyRuntime:
             )
             failure, value = await self._supervise(run, waited_for)
         finally:
+            if run.cpu is not None:
+                self._caller_pins.release()
             self._active.discard(run)
             for task in list(run.calls.values()):
                 task.cancel()
@@ -239,26 +265,30 @@ class MontyRuntime:
         cancels."""
         result = asyncio.wrap_future(run.result)
         result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
-        started = asyncio.wrap_future(run.started)
         loop = run.loop
-        deadline = math.inf if patience is None else patience[0]
+        patience_ends = math.inf if patience is None else patience[0]
+        late: ProgramFailure | None = None
         try:
-            # Queued for a worker: only the caller's patience runs.
-            await asyncio.wait(
-                {result, started},
-                timeout=_remaining(deadline, loop),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if started.done():  # the budget runs from here, unless the patience ends first
-                deadline, late = run_deadline(self.budgets, started.result(), patience)
-            else:  # it ended before it ran, or the patience ran out while it was queued
-                late = patience[1] if patience is not None else budget_timeout(self.budgets)
-            done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+            while True:
+                # Why no wake-up when the run gets its worker: its budget starts then, so never
+                # before now; waiting until the earliest either could end and then looking is
+                # enough, and spares the loop a cross-thread hop on every run.
+                if run.started.done():
+                    deadline, late = run_deadline(self.budgets, run.started.result(), patience)
+                else:
+                    deadline = min(patience_ends, loop.time() + self.budgets.timeout)
+                done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+                if done or late is not None:
+                    break
+                queued = not run.started.done()
+                if queued and patience is not None and loop.time() >= patience_ends:
+                    late = patience[1]  # ran out while queued for a worker
+                    break
         except asyncio.CancelledError:
             run.stop(ProgramFailure("abort", "the run was cancelled"))
             raise
         if not done:
-            run.stop(late)
+            run.stop(late or budget_timeout(self.budgets))
             # give the killed driver a moment to notice, so the logs it captured are complete
             await asyncio.wait({asyncio.wrap_future(run.finished)}, timeout=STOP_GRACE_SECONDS)
         if run.stopped is not None:

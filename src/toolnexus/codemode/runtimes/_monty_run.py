@@ -31,9 +31,18 @@ from toolnexus.codemode.runtimes._base import (
     ProgramFailure,
     ToolCaller,
 )
+from toolnexus.codemode.runtimes._pinning import Pins
 from toolnexus.scheduling import Outcome, snapshot
 
-__all__ = ["HOST_CALL", "Run", "Stopped", "TypeProblems", "program_problem"]
+__all__ = [
+    "HOST_CALL",
+    "Run",
+    "Stopped",
+    "TypeProblems",
+    "inspect_program",
+    "prelude",
+    "program_problem",
+]
 
 logger = logging.getLogger("toolnexus.codemode")
 
@@ -49,7 +58,7 @@ class Tools:
 
 def _toolnexus_bind(name):
     async def call(args=None):
-        return await _toolnexus_call(name, {} if args is None else args)
+        return %(await)s_toolnexus_call(name, {} if args is None else args)
     return call
 
 _toolnexus_functions = {name: _toolnexus_bind(name) for name in %(names)s}
@@ -72,6 +81,19 @@ def program_problem(code: str) -> str | None:
     Only a name the program really uses counts (not one inside a string or a comment). A
     program Python parses may still use syntax Monty lacks; the sandbox reports that itself.
     """
+    return inspect_program(code)[0]
+
+
+def inspect_program(code: str) -> tuple[str | None, bool]:
+    """``program_problem(code)``, and whether the program may await tool calls concurrently.
+
+    Why it matters: a program that awaits one call at a time is served by sync host calls (the
+    worker stops once per call, one round trip); only concurrent awaits need Monty's futures
+    (two round trips per call). Concurrency in Monty needs the ``asyncio`` module (``gather``),
+    so a program that imports nothing and never names ``asyncio`` (nor ``__import__``) cannot
+    await concurrently. The test is conservative: the bare word anywhere, even in a string or a
+    comment, keeps the futures.
+    """
     try:
         tree = compile(
             code, "<program>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -80,28 +102,39 @@ def program_problem(code: str) -> str | None:
         where = f" (line {exc.lineno}, column {exc.offset})" if exc.lineno else ""
         source = (exc.text or "").strip()
         shown = f": {source}" if source else ""
-        return f"SyntaxError: {exc.msg}{where}{shown}; nothing was run"
+        return f"SyntaxError: {exc.msg}{where}{shown}; nothing was run", True
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
-        return f"SyntaxError: the program cannot be parsed ({type(exc).__name__}); nothing was run"
+        name = type(exc).__name__
+        return f"SyntaxError: the program cannot be parsed ({name}); nothing was run", True
+    concurrent = "asyncio" in code or "__import__" in code
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
-            return f"NameError: {REFUSED_NAMES[node.id]} (line {node.lineno}); nothing was run"
-    return None
+            problem = f"NameError: {REFUSED_NAMES[node.id]} (line {node.lineno}); nothing was run"
+            return problem, True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            concurrent = True
+    return None, concurrent
 
 
 _STOP = object()
 """Put on a run's outcome queue to wake a driver that must give up (kill, cancel)."""
 
 
-def prelude(tool_names: Sequence[str]) -> str:
-    """The code fed before the program: ``tools``, one function per name, and ``ToolError``."""
+def prelude(tool_names: Sequence[str], *, concurrent: bool = True) -> str:
+    """The code fed before the program: ``tools``, one function per name, and ``ToolError``.
+
+    With ``concurrent`` the tool functions await a future per call (the host answers calls in
+    commit order, several may be in flight); without it each call is a sync host call the host
+    answers before the program goes on.
+    """
     names = "[" + ", ".join(python_literal(n) for n in tool_names) + "]"
     attributes = "\n".join(
         f"tools.{n} = _toolnexus_functions[{python_literal(n)}]"
         for n in tool_names
         if python_attribute(n)
     )
-    return _PRELUDE % {"names": names, "attributes": attributes}
+    awaited = "await " if concurrent else ""
+    return _PRELUDE % {"names": names, "attributes": attributes, "await": awaited}
 
 
 class Stopped(Exception):
@@ -123,9 +156,17 @@ class Run:
     """One run, shared by the event loop and its driver thread."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, call_tool: ToolCaller, budgets: Budgets
+        self,
+        loop: asyncio.AbstractEventLoop,
+        call_tool: ToolCaller,
+        budgets: Budgets,
+        *,
+        concurrent: bool = True,
     ) -> None:
         self.loop = loop
+        self.concurrent = concurrent  # futures per call; else sync host calls
+        self.cpu: int | None = None  # pin the driver thread and the worker here (opt-in)
+        self.cpus: set[int] | None = None  # and give them these back after
         self.call_tool = call_tool
         self.budgets = budgets
         self.logs = LogCapture(budgets.max_output)
@@ -191,7 +232,13 @@ class Run:
                     with self._lock:
                         self._pid = session.worker_pid
                     self._raise_if_stopped()  # stopped before the worker was known
-                    self._set(self._run(session, code, tool_names, check))
+                    pins = self._pin(session.worker_pid)
+                    try:
+                        value = self._run(session, code, tool_names, check)
+                    finally:  # before the result: the caller sees affinities put back
+                        if pins is not None:
+                            pins.release(self.cpus)
+                    self._set(value)
                 finally:
                     with contextlib.suppress(Exception):  # a killed worker's session may complain
                         checkout.__exit__(None, None, None)
@@ -200,6 +247,16 @@ class Run:
                 self.result.set_exception(exc)
         finally:
             self.finished.set_result(None)
+
+    def _pin(self, worker_pid: int | None) -> Pins | None:
+        """Pin this thread and the worker to ``cpu`` (when the run asks for it)."""
+        if self.cpu is None:
+            return None
+        pins = Pins(self.cpu)
+        pins.pin(0)
+        if worker_pid is not None:
+            pins.pin_process(worker_pid)
+        return pins
 
     def _set(self, value: Any) -> None:
         if not self.result.done():
@@ -219,7 +276,11 @@ class Run:
         check: Future[str | None] | None,
     ) -> Any:
         printer = self.logs.write
-        session.feed_run(prelude(tool_names), skip_type_check=True, print_callback=printer)
+        session.feed_run(
+            prelude(tool_names, concurrent=self.concurrent),
+            skip_type_check=True,
+            print_callback=printer,
+        )
         problems = check.result() if check is not None else None  # checked meanwhile
         if problems is not None:
             return TypeProblems(problems)
@@ -244,8 +305,12 @@ class Run:
                             )
                         )
                     name, args = snap.args
-                    self.loop.call_soon_threadsafe(self._submit, snap.call_id, str(name), args)
-                    snap = snap.resume({"future": ...})
+                    call_id = snap.call_id
+                    self.loop.call_soon_threadsafe(self._submit, call_id, str(name), args)
+                    if self.concurrent:
+                        snap = snap.resume({"future": ...})
+                    else:  # one call at a time: answer it here, no future round trip
+                        snap = snap.resume(self._committed_results([call_id], arrived)[call_id])
             elif isinstance(snap, monty.NameLookupSnapshot):
                 snap = snap.resume()
             elif isinstance(snap, monty.FutureSnapshot):
