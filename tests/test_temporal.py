@@ -373,10 +373,9 @@ async def test_a_durable_run_gives_what_an_in_process_run_gives(
     assert durable.tool_calls == local.tool_calls
     assert durable.turns == local.turns == 2
     kept = (*SURFACE_TYPES, "model_response")  # the transcript, and what each request cost
-    assert [(e.type, e.data) for e in durable.session.events if e.type in kept] == [
+    assert [(e.type, e.data) for e in durable.session.events] == [
         (e.type, e.data) for e in local.session.events if e.type in kept
     ]
-    assert _timings(durable) == _timings(local)  # each call ran as its class said, in order
     assert durable.models == ["test-model", "test-model"]
 
 
@@ -583,13 +582,3 @@ return [a, b, c];
         rolled = await run_program(temporal, dice, task_queue=queue, language="javascript")
     assert output["result"] == ["look 1", "look 2", "touch 3"], output
     assert rolled["error"]["kind"] == "nondeterministic", rolled
-
-
-def _timings(result: Any) -> list[tuple[Any, ...]]:
-    """Each call's ``call_timing`` facts that do not depend on the clock."""
-    facts = ("id", "name", "mode", "ok")
-    return [
-        tuple(e.data.get(key) for key in facts)
-        for e in result.session.events
-        if e.type == "call_timing"
-    ]

@@ -26,10 +26,8 @@ from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
-from toolnexus.session import Session
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
-    TIMING_KEYS,
     call_from_wire,
     call_to_wire,
     outcome_from_wire,
@@ -99,14 +97,9 @@ class ToolActivities:
         same checks, the same span, the same outcome; this worker heartbeats meanwhile.
         """
         call = call_from_wire(request["call"])
-        log = Session()  # what the lane records of the call: when it started and finished
         async with _heartbeating():
-            outcome = (await run_batch([call], self.kit, session=log))[0]
-        wire = outcome_to_wire(outcome, call.name, activity.payload_converter())
-        timing = [e.data for e in log.events if e.type == "call_timing"]
-        if timing:
-            wire["timing"] = {key: timing[0].get(key) for key in TIMING_KEYS}
-        return wire
+            outcome = (await run_batch([call], self.kit))[0]
+        return outcome_to_wire(outcome, call.name, activity.payload_converter())
 
 
 @contextlib.asynccontextmanager

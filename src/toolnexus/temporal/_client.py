@@ -397,15 +397,9 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
         ]
         event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
         session._append_json("assistant_message", event)
-        for seq, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False), 1):
+        for call, wire in zip(calls, turn["outcomes"], strict=False):
             outcome = outcome_from_wire(wire)
             record_tool_result(session, call, outcome)
-            if isinstance(wire.get("timing"), dict):  # when it ran, on its worker
-                timing = {"id": call.id, "name": call.name, "lane": number, "seq": seq}
-                timing |= wire["timing"] | {"ok": outcome.ok}
-                if outcome.error is not None:
-                    timing["error"] = outcome.error.get("message", "")
-                session._append_json("call_timing", timing)
             records.append(
                 ToolCallRecord(
                     call.id,

@@ -39,7 +39,6 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "PAYLOAD_BUDGET",
     "PAYLOAD_LIMIT",
-    "TIMING_KEYS",
     "FileStore",
     "Timings",
     "call_from_wire",
@@ -123,11 +122,6 @@ class Timings:
             "heartbeat": self.heartbeat.total_seconds(),
             "idempotent_attempts": self.idempotent_attempts,
         }
-
-
-TIMING_KEYS = ("mode", "admitted", "started", "finished")
-"""What a call's activity reports of when it ran (from the worker's own lane), so a durable
-run's session can be drawn on a time axis (``toolnexus.view``)."""
 
 
 def call_to_wire(call: ToolCall) -> dict[str, Any]:

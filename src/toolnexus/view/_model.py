@@ -38,8 +38,9 @@ _TIMED_OUT = (
     "no outcome within",
 )
 UNTIMED_NOTE = (
-    "this log has no call times (it holds the transcript only, or predates call_timing "
-    "events): calls are drawn one after another in emitted order, one time unit each"
+    "this log has no call times (it predates call_timing events, or comes from a durable run, "
+    "whose events hold the transcript only): calls are drawn one after another in emitted "
+    "order, one time unit each"
 )
 
 
