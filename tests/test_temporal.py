@@ -45,6 +45,7 @@ from toolnexus.temporal import (
     start_run,
     worker,
 )
+from toolnexus.view import build
 
 pytestmark = pytest.mark.temporal
 
@@ -210,12 +211,37 @@ async def test_a_worker_killed_in_a_parallel_stretch_loses_nothing(
     outcomes = await asyncio.wait_for(run, 60)
     expected = [f"read r{i}" for i in range(8)] + ["wrote w"] + [f"read s{i}" for i in range(4)]
     assert [o.value for o in outcomes] == expected  # the lost reads were run again elsewhere
-    assert [e.data["tool_call_id"] for e in session.events] == [c.id for c in calls]
+    results = [e.data["tool_call_id"] for e in session.events if e.type == "tool_result"]
+    assert results == [c.id for c in calls]
     effects = pool.effects()
     assert_completed_calls_ran_once(effects)
     spans = intervals(effects, killed)
     assert peak(spans) <= 4  # the cap held across both workers, the lost attempts included
     assert_unsafe_calls_ran_alone(spans)
+    ids = {c.arguments["key"]: c.id for c in calls}  # the workers log each call by its key
+    assert_session_times_cover_the_calls(session, effects, ids)
+
+
+def assert_session_times_cover_the_calls(
+    session: Session, effects: list[Any], ids: dict[str, str]
+) -> None:
+    """The session's ``call_timing`` events (read from the histories) hold, for every call,
+    the span in which its last attempt ran on its worker, and its class (``ids``: the call id
+    of each key the workers log)."""
+    timing = {e.data["id"]: e.data for e in session.events if e.type == "call_timing"}
+    assert list(timing) == [
+        e.data["tool_call_id"] for e in session.events if e.type == "tool_result"
+    ]
+    slack = 0.005  # the server's clock and the worker's are one machine's, read apart
+    for line in effects:
+        data = timing[ids[line["call"]]]
+        assert data["mode"] == ("exclusive" if line["tool"] == "write" else "parallel")
+        if line["event"] == "end":
+            assert data["started"] - slack <= line["t"] <= data["finished"] + slack, (line, data)
+            last_start = max(
+                x["t"] for x in effects if x["call"] == line["call"] and x["event"] == "start"
+            )
+            assert data["started"] - slack <= last_start, (last_start, data)
 
 
 async def test_an_unsafe_call_whose_worker_dies_fails_as_data_and_the_batch_goes_on(
@@ -372,11 +398,37 @@ async def test_a_durable_run_gives_what_an_in_process_run_gives(
     assert durable.messages == local.messages
     assert durable.tool_calls == local.tool_calls
     assert durable.turns == local.turns == 2
-    kept = (*SURFACE_TYPES, "model_response")  # the transcript, and what each request cost
-    assert [(e.type, e.data) for e in durable.session.events] == [
-        (e.type, e.data) for e in local.session.events if e.type in kept
-    ]
+    assert same_events(durable.session, local.session)
+    assert timing_facts(durable) == timing_facts(local)  # each call ran as its class said, in order
     assert durable.models == ["test-model", "test-model"]
+    times = [e.time for e in durable.session.events]
+    assert times == sorted(times)  # the history's times, in the order things happened
+    report = build(durable.session)  # drawn on a time axis, not one call after another
+    assert not report["notes"]
+    drawn = [c for g in report["groups"] for row in g["rows"] for c in row["calls"]]
+    assert sorted(c["id"] for c in drawn) == ["c1", "c2", "c3"]
+    assert all(c["timed"] for c in drawn)
+
+
+def timing_facts(result: Any) -> list[tuple[Any, ...]]:
+    """Each call's ``call_timing`` facts that do not depend on the clock."""
+    facts = ("id", "name", "mode", "ok")
+    return [
+        tuple(e.data.get(key) for key in facts)
+        for e in result.session.events
+        if e.type == "call_timing"
+    ]
+
+
+def same_events(durable: Session, local: Session) -> bool:
+    """Whether a durable run's session holds the in-process run's transcript, its requests
+    (``turn_start``, ``model_response``) and its ``call_timing`` events, in the same order."""
+    kept = (*SURFACE_TYPES, "model_response", "turn_start")
+
+    def events(session: Session) -> list[tuple[str, Any]]:
+        return [(e.type, e.data) for e in session.events if e.type in kept]
+
+    return events(durable) == events(local)
 
 
 async def test_a_durable_run_survives_a_killed_worker(

@@ -191,3 +191,18 @@ async def test_a_call_past_start_to_close_ran_out_of_time(
     assert slow.startswith("the call ran out of time: it was still running after 1 s"), slow
     assert "lost" not in slow
     assert again.startswith("the call ran out of time 2 times"), again
+
+
+async def test_outcomes_that_cannot_fit_even_as_parts_fail_the_batch_clearly(
+    temporal_address: str,
+    workers: Any,  # noqa: F811
+) -> None:
+    """20,000 calls of a tool no worker has: each is answered by its classification (no
+    activity result a history holds), 4 MB of answers in all. Without a store the batch ends
+    with a `ConfigurationError` that says why and how to lift the limit; it never stalls."""
+    pool = workers(1)
+    client = await Client.connect(temporal_address)
+    calls = [ToolCall(f"u{i}", "no_such_tool", {"n": i}) for i in range(20_000)]
+    with pytest.raises(ConfigurationError, match="payload limit") as caught:
+        await asyncio.wait_for(run_batch(client, calls, task_queue=pool.queue), 120)
+    assert "file_store" in str(caught.value)

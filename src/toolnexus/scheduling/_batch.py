@@ -155,8 +155,11 @@ def _cap_argument(max_parallel: int | None, max_concurrency: int | None) -> int 
     return max_concurrency
 
 
-def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> None:
-    """Append the ``tool_result`` surface event of ``call`` (what the model is handed back).
+def record_tool_result(
+    session: Session, call: ToolCall, outcome: Outcome, at: float | None = None
+) -> None:
+    """Append the ``tool_result`` surface event of ``call`` (what the model is handed back),
+    at time ``at`` (now by default).
 
     The data is built here from strings and a bool, so the log's check-and-copy is skipped.
     """
@@ -168,6 +171,7 @@ def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> No
             "content": outcome.text,
             "is_error": not outcome.ok,
         },
+        at,
     )
 
 

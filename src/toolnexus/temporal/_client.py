@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio.client import Client as TemporalClient
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from toolnexus._checks import positive_int, positive_number
 from toolnexus._json import encodable_text
@@ -21,6 +21,7 @@ from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
+from toolnexus.temporal._history import RunTimes, read_times
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
     Timings,
@@ -35,6 +36,7 @@ from toolnexus.temporal._workflows import (
     CONTINUE_AFTER,
     PROGRAM_WORKFLOW,
     RUN_WORKFLOW,
+    TOO_LARGE,
 )
 
 DIGEST = "toolnexus_request"
@@ -171,7 +173,9 @@ async def run_batch(
     Raises:
         ConfigurationError: ``calls`` holds something that is not a ``ToolCall``, an option
             is of the wrong kind, the batch does not fit one Temporal payload without a
-            payload store (`file_store`), or ``workflow_id`` ran a different batch.
+            payload store (`file_store`), ``workflow_id`` ran a different batch, or (without
+            a store) the outcomes of a batch so large that even left in its history they
+            would not fit one payload (the batch fails then, it does not stall).
     """
     check_calls(calls)
     request = {
@@ -181,31 +185,43 @@ async def run_batch(
     handle = await _start(
         temporal_client, BATCH_WORKFLOW, request, workflow_id, "toolnexus-batch", task_queue
     )
-    result = await handle.result()
-    wire = await _read_parts(temporal_client, handle.id, result["outcomes"])
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == TOO_LARGE:
+            raise ConfigurationError(cause.message) from None
+        raise
+    parts = result.get("runs", [])
+    wire = await _read_parts(temporal_client, handle.id, calls, result["outcomes"], parts)
     outcomes = [outcome_from_wire(data) for data in wire]
     if session is not None:
-        for call, outcome in zip(calls, outcomes, strict=True):
-            record_tool_result(session, call, outcome)
+        times = await read_times(temporal_client, handle.id)
+        for index, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
+            finished = times.record_call(session, str(index), call, outcome, lane=1)
+            record_tool_result(session, call, outcome, at=finished)
     return outcomes
 
 
 async def _read_parts(
-    temporal_client: TemporalClient, workflow_id: str, outcomes: list[dict[str, Any]]
+    temporal_client: TemporalClient,
+    workflow_id: str,
+    calls: Sequence[ToolCall],
+    outcomes: list[Any],
+    runs: list[str],
 ) -> list[dict[str, Any]]:
-    """The outcomes, with each one the workflow returned as a part (a reference to an activity
-    result in one of its runs' histories, because the whole would not fit one payload) read
-    back from that history."""
-    parts: dict[str, list[tuple[int, str]]] = {}
+    """The outcomes, with each one the workflow returned as a part (the number of the run, in
+    ``runs``, whose history holds it, because the whole would not fit one payload) read back
+    from that history: the activity result of ``"<position>:<call id>"``."""
+    wanted: dict[int, list[int]] = {}
     for index, data in enumerate(outcomes):
-        if "in_history" in data:
-            reference = data["in_history"]
-            parts.setdefault(reference["run_id"], []).append((index, reference["activity_id"]))
-    if not parts:
+        if isinstance(data, int):
+            wanted.setdefault(data, []).append(index)
+    if not wanted:
         return outcomes
     outcomes = list(outcomes)
-    for run_id, wanted in parts.items():
-        handle = temporal_client.get_workflow_handle(workflow_id, run_id=run_id)
+    for run, indexes in wanted.items():
+        handle = temporal_client.get_workflow_handle(workflow_id, run_id=runs[run])
         history = await handle.fetch_history()
         scheduled: dict[int, str] = {}
         results: dict[str, Any] = {}
@@ -216,8 +232,8 @@ async def _read_parts(
             elif event.HasField("activity_task_completed_event_attributes"):
                 completed = event.activity_task_completed_event_attributes
                 results[scheduled[completed.scheduled_event_id]] = completed.result
-        for index, activity_id in wanted:
-            payloads = results[activity_id].payloads
+        for index in indexes:
+            payloads = results[f"{index}:{calls[index].id}"].payloads
             [outcomes[index]] = await temporal_client.data_converter.decode(payloads, [dict])
     return outcomes
 
@@ -323,20 +339,23 @@ async def start_run(
     handle = await _start(
         temporal_client, RUN_WORKFLOW, request, workflow_id, "toolnexus-run", task_queue
     )
-    return RunHandle(handle, prompt)
+    return RunHandle(temporal_client, handle, prompt)
 
 
 class RunHandle:
     """A durable agent run: its id, its result as a ``RunResult``, and cancellation."""
 
-    def __init__(self, handle: WorkflowHandle[Any, Any], prompt: str) -> None:
+    def __init__(
+        self, temporal_client: TemporalClient, handle: WorkflowHandle[Any, Any], prompt: str
+    ) -> None:
+        self._client = temporal_client
         self._handle = handle
         self._prompt = prompt
 
     @classmethod
     def attach(cls, temporal_client: TemporalClient, run_id: str, prompt: str) -> RunHandle:
         """The handle of a run started elsewhere (by this or another process)."""
-        return cls(temporal_client.get_workflow_handle(run_id), prompt)
+        return cls(temporal_client, temporal_client.get_workflow_handle(run_id), prompt)
 
     @property
     def id(self) -> str:
@@ -352,7 +371,8 @@ class RunHandle:
             temporalio.client.WorkflowFailureError: the run was cancelled or terminated.
         """
         data = await self._handle.result()
-        result = _run_result(self._prompt, data)
+        times = await read_times(self._client, self._handle.id)
+        result = _run_result(self._prompt, data, times)
         if data["status"] == "error":
             error = ProviderError(None, data.get("error", "a model request failed"))
             error.partial = result
@@ -365,10 +385,13 @@ class RunHandle:
         await self._handle.cancel()
 
 
-def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
-    """The ``RunResult`` of a finished durable run, with its session log rebuilt in order."""
+def _run_result(prompt: str, data: dict[str, Any], times: RunTimes) -> RunResult:
+    """The ``RunResult`` of a finished durable run, with its session log rebuilt in order: its
+    events at the times the histories give (`RunTimes`), each call's ``call_timing`` too."""
     session = Session()
-    session.append("user_message", {"content": encodable_text(prompt)})  # as sent
+    opening = times.activities.get("model:0")  # the prompt was sent with the first request
+    prompt_event = {"content": encodable_text(prompt)}  # as sent
+    session._append_json("user_message", prompt_event, at=opening.scheduled if opening else None)
     records: list[ToolCallRecord] = []
     usage = Usage()
     models: list[str] = []
@@ -381,8 +404,12 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
         models.append(reply["model"])
         usage.add(Usage(**reply["usage"]))
         stop_reason = reply.get("stop_reason")
+        request = times.activities.get(f"model:{number - 1}")
+        answered = request.closed if request is not None else None
+        if request is not None:
+            session._append_json("turn_start", {"turn": number}, at=request.scheduled)
         response = model_response(number, reply["model"], Usage(**reply["usage"]), stop_reason)
-        session._append_json("model_response", response)
+        session._append_json("model_response", response, at=answered)
         ending = reply.get("ending", "answered")
         if ending in ("refused", "context_window"):  # as in process: a bookkeeping event
             _, stopped_by = provider_stop(ending, reply["stop_reason"], reply["stop_details"])
@@ -396,10 +423,11 @@ def _run_result(prompt: str, data: dict[str, Any]) -> RunResult:
             for c in calls
         ]
         event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
-        session._append_json("assistant_message", event)
-        for call, wire in zip(calls, turn["outcomes"], strict=False):
+        session._append_json("assistant_message", event, at=answered)
+        for index, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False)):
             outcome = outcome_from_wire(wire)
-            record_tool_result(session, call, outcome)
+            finished = times.record_call(session, f"{number - 1}:{index}", call, outcome, number)
+            record_tool_result(session, call, outcome, at=finished)
             records.append(
                 ToolCallRecord(
                     call.id,

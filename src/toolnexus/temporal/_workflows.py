@@ -32,7 +32,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus.scheduling import SchedulingRule
@@ -61,6 +61,7 @@ __all__ = [
     "LOST_AGAIN",
     "PROGRAM_WORKFLOW",
     "RUN_WORKFLOW",
+    "TOO_LARGE",
     "BatchWorkflow",
     "ProgramWorkflow",
     "RunWorkflow",
@@ -171,56 +172,90 @@ class BatchWorkflow:
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
         # a later run gets only the calls not yet run; the ones before are outcomes already
         plan = Plan(request)
-        done: list[dict[str, Any]] = request.get("state", {}).get("outcomes", [])
+        state = request.get("state", {})
+        done: list[Any] = state.get("outcomes", [])
+        runs: list[str] = state.get("runs", [])
         calls: list[dict[str, Any] | None] = [*([None] * len(done)), *request["calls"]]
-        recorded: dict[int, str] = {}
+        recorded: set[int] = set()
         outcomes, finished = await run_calls(calls, done, plan, "", plan.boundary, recorded)
         if not finished:
             rest = {**request, "calls": calls[len(outcomes) :]}
-            carried = _fit(outcomes, calls, plan.store, {**rest, "state": {"run": 0}}, recorded)
-            workflow.continue_as_new({**rest, "state": {"outcomes": carried, "run": plan.run + 1}})
-        return {"outcomes": _fit(outcomes, calls, plan.store, {}, recorded)}
+            around = {**rest, "state": {"run": plan.run + 1}}
+            carried, runs = _fit(outcomes, calls, plan.store, around, recorded, runs)
+            state = {"outcomes": carried, "runs": runs, "run": plan.run + 1}
+            _check_fits({**rest, "state": state}, plan.store, "the state carried into its next run")
+            workflow.continue_as_new({**rest, "state": state})
+        outcomes, runs = _fit(outcomes, calls, plan.store, {}, recorded, runs)
+        answer = {"outcomes": outcomes, "runs": runs}
+        _check_fits(answer, plan.store, "its answer")
+        return answer
+
+
+TOO_LARGE = "toolnexus.too_large"
+"""The failure type of a batch whose outcomes cannot be fitted into one payload at all."""
+
+
+def _check_fits(value: dict[str, Any], store: bool, what: str) -> None:
+    """Fail the batch, clearly, when ``value`` would not fit one payload even with its results
+    left in the history: Temporal would refuse the payload and retry the workflow task forever
+    (the batch would stall instead of ending)."""
+    size = _too_big(value, store)
+    if size is not None:
+        message = (
+            f"the batch cannot go on: {what} takes {size:,} bytes as Temporal stores it, past "
+            f"its 2 MB payload limit, even with every result left in the history{NO_STORE}"
+        )
+        raise ApplicationError(message, type=TOO_LARGE, non_retryable=True)
 
 
 def _fit(
-    outcomes: list[dict[str, Any]],
+    outcomes: list[Any],
     calls: list[dict[str, Any] | None],
     store: bool,
     around: dict[str, Any],
-    recorded: dict[int, str],
-) -> list[dict[str, Any]]:
+    recorded: set[int],
+    runs: list[str],
+) -> tuple[list[Any], list[str]]:
     """``outcomes``, fitted into one payload together with ``around`` (needed only without a
-    payload store): the largest results go back in parts instead, each as a reference to the
-    activity result this run's history holds (``{"in_history": {"run_id", "activity_id"}}``,
-    read back by the caller), or, for one no activity returned (a program's output), as a
-    failure that says so.
+    payload store), and the runs whose histories hold the outcomes left there.
 
-    ``recorded``: index -> activity id, for the outcomes this run's activities returned.
+    When they do not fit, every result this run's activities returned goes back as a part
+    instead: the number of the run (an index into the returned runs) whose history holds it,
+    which the caller reads back (the activity id is ``"<position>:<call id>"``: the caller
+    knows it). A number takes a few bytes, so the outcomes of any batch fit, and the next run
+    starts with its payloads far from the limit. An outcome no activity returned (a program's
+    output, an answer of the classification) cannot be left in the history: the largest of
+    those become failures that say so, until the rest fit.
+
+    ``recorded``: the indexes of the outcomes this run's activities returned.
     """
-    total = _too_big({**around, "outcomes": outcomes}, store)
+    if _too_big({**around, "runs": runs, "outcomes": outcomes}, store) is None:
+        return outcomes, runs
+    if recorded:
+        this_run = len(runs)
+        runs = [*runs, workflow.info().run_id]
+        outcomes = [this_run if i in recorded else o for i, o in enumerate(outcomes)]
+    total = _too_big({**around, "runs": runs, "outcomes": outcomes}, store)
     if total is None:
-        return outcomes
+        return outcomes, runs
     converter = workflow.payload_converter()
     fitted = list(outcomes)
-    sizes = sorted(((stored_size(o, converter), i) for i, o in enumerate(outcomes)), reverse=True)
+    sizes = sorted(
+        ((stored_size(o, converter), i) for i, o in enumerate(outcomes) if isinstance(o, dict)),
+        reverse=True,
+    )
     for size, index in sizes:
         if total <= PAYLOAD_BUDGET:
             break
-        if "in_history" in outcomes[index]:  # a part already: as small as it gets
-            continue
-        if index in recorded:
-            reference = {"run_id": workflow.info().run_id, "activity_id": recorded[index]}
-            fitted[index] = {"in_history": reference}
-        else:
-            message = (
-                f"the call ran, but its result ({size:,} bytes as Temporal stores it) does not "
-                f"fit in one payload with the batch's other results ({total:,} bytes in all; "
-                f"Temporal's payload limit is 2 MB){NO_STORE}"
-            )
-            call = calls[index]
-            fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
+        message = (
+            f"the call ran, but its result ({size:,} bytes as Temporal stores it) does not "
+            f"fit in one payload with the batch's other results ({total:,} bytes in all; "
+            f"Temporal's payload limit is 2 MB){NO_STORE}"
+        )
+        call = calls[index]
+        fitted[index] = failure_to_wire(call["name"] if call else "the tool", message)
         total -= size - stored_size(fitted[index], converter)
-    return fitted
+    return fitted, runs
 
 
 @workflow.defn(name=RUN_WORKFLOW)
@@ -457,12 +492,12 @@ def _never() -> bool:
 
 async def run_calls(
     calls: Sequence[dict[str, Any] | None],
-    done: list[dict[str, Any]],
+    done: list[Any],
     plan: Plan,
     prefix: str,
     boundary: Callable[[], bool],
-    recorded: dict[int, str] | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
+    recorded: set[int] | None = None,
+) -> tuple[list[Any], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
 
@@ -470,9 +505,10 @@ async def run_calls(
     of any size is classified in parts. A call answered by its classification (unknown tool,
     bad arguments) takes no place in the lane, exactly as in process.
 
-    ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished).
-    ``recorded``, when given, receives index -> activity id for each outcome that is an
-    activity's own result (so the history holds it).
+    ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished), and their
+    outcomes in ``done`` may be parts left in an earlier run's history (see `_fit`).
+    ``recorded``, when given, receives the index of each outcome that is an activity's own
+    result (so this run's history holds it).
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -480,7 +516,7 @@ async def run_calls(
     """
     rule = SchedulingRule(plan.max_parallel)
     timings = plan.timings
-    outcomes: list[dict[str, Any] | None] = [*done, *([None] * (len(calls) - len(done)))]
+    outcomes: list[Any] = [*done, *([None] * (len(calls) - len(done)))]
     position: dict[int, int] = {}  # lane sequence number -> index in the batch
     running: dict[int, Any] = {}  # lane sequence number -> activity handle
     facts_of: dict[int, dict[str, Any]] = {}  # index -> its classification
@@ -538,7 +574,7 @@ async def run_calls(
             facts = facts_of.pop(index)
             outcomes[index] = _outcome(handle, call, facts, timings)
             if recorded is not None and "program" not in facts and handle.exception() is None:
-                recorded[index] = f"{prefix}{index}:{call['id']}"
+                recorded.add(index)
             start(rule.settle(seq)[1])
         plan.progressed = True
         if not stopping and boundary():

@@ -2,9 +2,10 @@
 
 The session log is the only source. Three shapes reach it: a session (``Session`` or the file
 ``Session.save`` wrote), a gateway audit log (the same JSON lines, appended across runs, so
-event numbers may restart), and a durable run's session (a Temporal run's events hold the
-transcript only: no call times, so its calls are drawn one after another in emitted order, and
-the report says so).
+event numbers may restart), and a durable run's session (rebuilt from its Temporal histories:
+each call when it ran and its class, but not when it was admitted nor what it waited for). A
+log without call times (the transcript alone) is drawn one call after another in emitted
+order, and the report says so.
 
 The result is one JSON-shaped dict (``build``): the HTML report embeds it and the trace export
 reads it, so both draw the same run.
@@ -38,9 +39,8 @@ _TIMED_OUT = (
     "no outcome within",
 )
 UNTIMED_NOTE = (
-    "this log has no call times (it predates call_timing events, or comes from a durable run, "
-    "whose events hold the transcript only): calls are drawn one after another in emitted "
-    "order, one time unit each"
+    "this log has no call times (it predates call_timing events, or holds the transcript "
+    "only): calls are drawn one after another in emitted order, one time unit each"
 )
 
 
