@@ -412,7 +412,7 @@ async def test_a_durable_run_gives_what_an_in_process_run_gives(
 
 def timing_facts(result: Any) -> list[tuple[Any, ...]]:
     """Each call's ``call_timing`` facts that do not depend on the clock."""
-    facts = ("id", "name", "mode", "ok")
+    facts = ("id", "name", "mode", "ok", "waited_for")
     return [
         tuple(e.data.get(key) for key in facts)
         for e in result.session.events

@@ -296,6 +296,8 @@ async def test_a_durable_runs_session_is_drawn_from_a_real_temporal_run(
     assert all(c["end"] >= c["start"] for c in drawn)
     assert drawn[1]["start"] >= drawn[0]["end"]  # the unsafe call ran after the read before it
     assert drawn[2]["start"] >= drawn[1]["end"]  # ... and alone
+    assert [(c["waited_for"] or {}).get("id") for c in drawn] == [None, "c1", "c2"]
+    assert drawn[1]["waited_for"]["barrier"] and drawn[1]["admitted"] <= drawn[1]["start"]
     assert run["summary"]["calls"] == 3 and run["summary"]["requests"] == durable.turns
 
 

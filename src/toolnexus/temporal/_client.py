@@ -424,9 +424,11 @@ def _run_result(prompt: str, data: dict[str, Any], times: RunTimes) -> RunResult
         ]
         event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
         session._append_json("assistant_message", event, at=answered)
+        waits = {wait[0]: wait for wait in turn.get("waits", [])}
         for index, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False)):
             outcome = outcome_from_wire(wire)
-            finished = times.record_call(session, f"{number - 1}:{index}", call, outcome, number)
+            place = f"{number - 1}:{index}"
+            finished = times.record_call(session, place, call, outcome, number, waits.get(index))
             record_tool_result(session, call, outcome, at=finished)
             records.append(
                 ToolCallRecord(

@@ -7,9 +7,10 @@ outcome instead made every payload larger (a 20,000-call batch's carried state p
 payload holds). A call's class and declared resources come from the same histories: they are
 the recorded answers of the classification activities.
 
-What this cannot give: when a call was admitted to the lane and what it waited for (the
-workflow's rule decides that in memory, between history events), and the sub-calls of a
-``run_code`` program inside a durable run (the program's own steps hold those).
+What the histories cannot give: what a call waited for and when the rule got it (the workflow's
+rule decides that in memory, between history events): an agent run's workflow records those for
+the calls that waited, in its turns. Nor the sub-calls of a ``run_code`` program inside a
+durable run (the program's own steps hold those).
 """
 
 from __future__ import annotations
@@ -50,12 +51,21 @@ class RunTimes:
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def record_call(
-        self, session: Session, place: str, call: ToolCall, outcome: Outcome, lane: int
+        self,
+        session: Session,
+        place: str,
+        call: ToolCall,
+        outcome: Outcome,
+        lane: int,
+        wait: list[Any] | None = None,
     ) -> float | None:
         """Append the ``call_timing`` event of the call at ``place`` (``"<prefix><index>"``),
-        as the in-process lane writes it (without ``admitted`` and ``waited_for``, which the
-        history does not hold); returns when the call finished, or ``None`` when the history
-        has no activity for it (a call answered by its classification, a program)."""
+        as the in-process lane writes it; returns when the call finished, or ``None`` when the
+        history has no activity for it (a call answered by its classification, a program).
+
+        ``wait``: what the workflow recorded of a call that waited for an earlier one
+        (``[index, index waited for, resource, admitted]``), which the history does not hold;
+        without it the event has no ``admitted`` and no ``waited_for``."""
         times = self.activities.get(f"{place}:{call.id}")
         if times is None or not times.closed:
             return None
@@ -71,8 +81,12 @@ class RunTimes:
             "finished": max(times.closed, started),
             "ok": outcome.error is None,
         }
+        if wait is not None:
+            data["admitted"] = min(float(wait[3]), started)
         if facts.get("resources") is not None:
             data["resources"] = facts["resources"]
+        if wait is not None:
+            data["waited_for"] = {"seq": int(wait[1]) + 1, "resource": wait[2]}
         if outcome.error is not None:
             data["error"] = outcome.error.get("message", "")
         session._append_json("call_timing", data, at=data["finished"])

@@ -299,7 +299,7 @@ class RunWorkflow:
                     cause = exc.cause if exc.cause is not None else exc
                     return _ended(plan, messages, turns, str(cause))
                 plan.progressed = True
-                turns.append({"reply": reply, "outcomes": []})
+                turns.append({"reply": reply, "outcomes": [], "waits": []})
                 ending = reply.get("ending", "answered")
                 if ending in ("refused", "context_window"):  # never in the transcript
                     status = "refused" if ending == "refused" else "incomplete"
@@ -315,7 +315,10 @@ class RunWorkflow:
             calls = turn["reply"]["calls"]
             if not calls:
                 return _ended(plan, messages, turns, None, "done")
-            outcomes, finished = await run_calls(calls, done, plan, f"{number}:", plan.boundary)
+            waits = turn.setdefault("waits", [])
+            outcomes, finished = await run_calls(
+                calls, done, plan, f"{number}:", plan.boundary, waits=waits
+            )
             if not finished:
                 error = _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
                 turn["outcomes"] = outcomes
@@ -497,6 +500,7 @@ async def run_calls(
     prefix: str,
     boundary: Callable[[], bool],
     recorded: set[int] | None = None,
+    waits: list[list[Any]] | None = None,
 ) -> tuple[list[Any], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
@@ -508,7 +512,10 @@ async def run_calls(
     ``calls`` before ``len(done)`` may be ``None`` (calls a previous run finished), and their
     outcomes in ``done`` may be parts left in an earlier run's history (see `_fit`).
     ``recorded``, when given, receives the index of each outcome that is an activity's own
-    result (so this run's history holds it).
+    result (so this run's history holds it). ``waits``, when given, receives
+    ``[index, index waited for, resource, admitted]`` for each call that waited for an earlier
+    one (``admitted``: the workflow's time when the rule got it): what the histories cannot
+    tell of a call, kept only for the calls that waited, so it stays small.
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -517,7 +524,9 @@ async def run_calls(
     rule = SchedulingRule(plan.max_parallel)
     timings = plan.timings
     outcomes: list[Any] = [*done, *([None] * (len(calls) - len(done)))]
-    position: dict[int, int] = {}  # lane sequence number -> index in the batch
+    position: dict[int, int] = {}  # lane sequence number -> index in the batch, while it runs
+    placed: dict[int, int] = {}  # the same for every call, to name the one a call waited for
+    admitted: dict[int, float] = {}  # lane sequence number -> when the rule got it
     running: dict[int, Any] = {}  # lane sequence number -> activity handle
     facts_of: dict[int, dict[str, Any]] = {}  # index -> its classification
     window = 2 * plan.max_parallel  # what a boundary waits for: at most this many calls
@@ -527,6 +536,9 @@ async def run_calls(
     def start(started: list[int]) -> None:
         for seq in started:
             index = position[seq]
+            wait = rule.waited_for(seq)
+            if waits is not None and wait is not None:
+                waits.append([index, placed[wait.call], wait.resource, admitted[seq]])
             call, facts = calls[index], facts_of[index]
             assert call is not None  # only calls before len(done) are None, and never run
             if "program" in facts:  # run_code: a durable program, not one activity
@@ -560,7 +572,9 @@ async def run_calls(
             declared = facts["resources"]
             resources = Resources(**declared) if declared is not None else None
             seq, started = rule.submit(facts["mode"], resources)
-            position[seq] = index
+            position[seq] = placed[seq] = index
+            if waits is not None and seq not in started:
+                admitted[seq] = workflow.now().timestamp()
             start(started)
 
     await feed()
