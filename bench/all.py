@@ -21,7 +21,10 @@ Rows (``docs/performance.md`` explains each floor):
   ``AsyncMonty``'s checkout and ``feed_run`` timed from the loop (``AsyncMonty`` row);
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
   a Deno child (target <= 1.4);
-* ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6).
+* ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6);
+* ``client_http``: ``client.run`` against the tests' scripted OpenAI-style server on 127.0.0.1
+  (its own process), per call, beside the in-process run: printed, no target (the server's own
+  time is in it).
 
 Run: ``python bench/all.py [--only ROW ...] [--repeats 7] [--calls 200]``
 """
@@ -219,6 +222,124 @@ def bench_client(repeats: int, n: int = 100) -> None:
 
     times = asyncio.run(main())
     report("client.run, per call", times["client"], times["gather"], 4.0)
+
+
+# -- client.run over HTTP ----------------------------------------------------------------------
+
+SERVER = """
+import asyncio, json
+
+N = {n}
+CALLS = [
+    {{"id": f"c{{i}}", "type": "function",
+     "function": {{"name": "noop", "arguments": json.dumps({{"n": i, "label": f"item {{i}}"}})}}}}
+    for i in range(N)
+]
+USAGE = {{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+
+
+def completion(message, finish):
+    choice = {{"index": 0, "message": message, "finish_reason": finish}}
+    body = {{"id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+            "choices": [choice], "usage": USAGE}}
+    return json.dumps(body).encode()
+
+
+ASK = completion({{"role": "assistant", "content": None, "tool_calls": CALLS}}, "tool_calls")
+DONE = completion({{"role": "assistant", "content": "done"}}, "stop")
+
+
+async def serve(reader, writer):
+    while True:
+        try:
+            head = await reader.readuntil(b"\\r\\n\\r\\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        length = 0
+        for line in head.split(b"\\r\\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        body = await reader.readexactly(length)
+        answer = DONE if b'"role":"tool"' in body or b'"role": "tool"' in body else ASK
+        writer.write(
+            b"HTTP/1.1 200 OK\\r\\ncontent-type: application/json\\r\\n"
+            + f"content-length: {{len(answer)}}\\r\\n\\r\\n".encode() + answer
+        )
+        await writer.drain()
+
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    print(f"http://127.0.0.1:{{server.sockets[0].getsockname()[1]}}", flush=True)
+    await server.serve_forever()
+
+
+asyncio.run(main())
+"""
+
+
+def bench_client_http(repeats: int, n: int = 100) -> None:
+    """``client.run`` against an OpenAI-style endpoint on 127.0.0.1 (a minimal asyncio server
+    in its own process, its two answers made in advance) asking for ``n`` no-op calls in one
+    response, per call, beside the in-process run; and the CPU time of this process per call.
+    No target: the server's own time is in the first; printed for the record."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER.format(n=n)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        over_http = create_client(
+            base_url=url + "/v1", model="test-model", api_key="k", code_mode="native"
+        )
+        calls = [ToolCall(f"c{i}", "noop", {"n": i, "label": f"item {i}"}) for i in range(n)]
+
+        def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+            return calls if messages[-1]["role"] == "user" else "done"
+
+        in_process = create_client(model=FunctionModel(model), code_mode="native")
+
+        cpu: dict[str, list[float]] = {"http": [], "in process": []}
+
+        def timed(name: str, client: Any) -> Callable[[], Awaitable[float]]:
+            async def run() -> float:
+                start, used = time.perf_counter(), time.process_time()
+                result = await client.run("go", tools=[NOOP_TOOL])
+                elapsed = (time.perf_counter() - start) / n
+                cpu[name].append((time.process_time() - used) / n)
+                assert len(result.tool_calls) == n, result.text
+                assert result.text == "done", result.text
+                return elapsed
+
+            return run
+
+        async def main() -> dict[str, float]:
+            variants = {
+                "http": timed("http", over_http),
+                "in process": timed("in process", in_process),
+            }
+            times = await ainterleaved(variants, repeats)
+            await over_http.aclose()
+            return times
+
+        times = asyncio.run(main())
+        used = {name: statistics.median(values) for name, values in cpu.items()}
+        print(
+            f"{'client.run over HTTP, per call':<30} {times['http'] * 1e6:10.2f} us   "
+            f"in process {times['in process'] * 1e6:10.2f} us   (no target: the server's time "
+            "is in it)",
+            flush=True,
+        )
+        print(
+            f"{'  its CPU time in the client':<30} {used['http'] * 1e6:10.2f} us   "
+            f"in process {used['in process'] * 1e6:10.2f} us   (this process only)",
+            flush=True,
+        )
+    finally:
+        server.kill()
+        server.wait()
 
 
 # -- Code Mode: Monty --------------------------------------------------------------------------
@@ -471,6 +592,7 @@ def _takes_type_check() -> bool:
 
 ROWS: dict[str, Callable[[argparse.Namespace], None]] = {
     "client": lambda o: bench_client(o.repeats),
+    "client_http": lambda o: bench_client_http(o.repeats),
     "rule": lambda o: bench_rule(o.repeats),
     "run_batch": lambda o: bench_run_batch(o.repeats),
     "monty": lambda o: bench_monty(o.repeats, o.calls),

@@ -36,6 +36,7 @@ from toolnexus.client.styles._base import (
 )
 from toolnexus.client.styles._deltas import merge_delta, without_indexes
 from toolnexus.client.styles._errors import EmptyStream, undecodable_body
+from toolnexus.client.styles._sdk import post_chat_completion
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
@@ -128,7 +129,7 @@ class OpenAIStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
-        response = await sdk.chat.completions.create(**params)
+        response = await post_chat_completion(sdk, params, stream=False)
         if not getattr(response, "choices", None):
             raise ProviderError(
                 200,
@@ -152,9 +153,8 @@ class OpenAIStyle(Style):
         Why then: Chat Completions streams each call's arguments in pieces under its index, and
         calls come in index order, so the start of call ``n + 1`` means call ``n`` is complete.
         """
-        chunks = await sdk.chat.completions.create(
-            **params, stream=True, stream_options={"include_usage": True}
-        )
+        params = {**params, "stream_options": {"include_usage": True}}
+        chunks = await post_chat_completion(sdk, params, stream=True)
         message: dict[str, Any] = {"role": "assistant"}
         calls: list[ToolCall] = []
         announced: set[Any] = set()

@@ -37,6 +37,7 @@ from toolnexus.client.styles._base import (
 )
 from toolnexus.client.styles._errors import EmptyStream, undecodable_body
 from toolnexus.client.styles._openai import FAILURE_MARK
+from toolnexus.client.styles._sdk import post_response
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
@@ -142,7 +143,7 @@ class ResponsesStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
-        response = await sdk.responses.create(**params)
+        response = await post_response(sdk, params, stream=False)
         try:
             items = [_as_sent(item) for item in response.output or []]
         except (ValueError, RecursionError) as exc:  # an item nested past what can be read
@@ -155,7 +156,7 @@ class ResponsesStyle(Style):
         """Stream the events; a call starts at ``response.function_call_arguments.done`` (or at
         its ``output_item.done`` when no argument events came), and each item is taken whole
         from its ``response.output_item.done``."""
-        events = await sdk.responses.create(**params, stream=True)
+        events = await post_response(sdk, params, stream=True)
         done: dict[int, dict[str, Any]] = {}
         started: dict[int, dict[str, Any]] = {}  # output index -> the call's item so far
         calls: list[ToolCall] = []
