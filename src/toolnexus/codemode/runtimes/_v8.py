@@ -509,9 +509,9 @@ class _Conversation(asyncio.Protocol):
 
     def _line(self, line: bytes) -> None:
         assert self._logs is not None
-        try:
-            message = loads_strict(line)
-        except ValueError:
+        try:  # decoded here: bytes would cost loads_strict a decoder per line
+            message = loads_strict(line.decode())
+        except ValueError:  # not UTF-8 or not JSON
             self._logs.write("stdout", line.decode(errors="replace") + "\n")
             return
         problem = _message_problem(message, self.calls)
