@@ -21,7 +21,8 @@ Rows (``docs/performance.md`` explains each floor):
   ``AsyncMonty``'s checkout and ``feed_run`` timed from the loop (``AsyncMonty`` row);
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
   a Deno child that echoes lines (``read()`` and ``writeSync``), the faster median of asyncio's
-  subprocess streams and a raw protocol on the pipes (target <= 1.4);
+  subprocess streams and a raw protocol on the pipes (target <= 1.4); each of our runs starts
+  after 0.2 s idle, as between model turns, so no spare's boot overlaps it;
 * ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6).
 
 Run: ``python bench/all.py [--only ROW ...] [--repeats 7] [--calls 200]``
@@ -491,7 +492,12 @@ def bench_v8(repeats: int, calls: int) -> None:
             try:
 
                 async def ours() -> float:
+                    # Idle first, as between model turns: the spares the last runs started
+                    # have booted, so no boot competes for the CPUs (neither does one in the
+                    # floor's timed round trips).
+                    await asyncio.sleep(0.2)
                     with_calls = await _program(ours_calls, runtime, [NOOP_CODE])
+                    await asyncio.sleep(0.2)
                     without = await _program(empty, runtime, [NOOP_CODE])
                     return (with_calls - without) / calls
 
