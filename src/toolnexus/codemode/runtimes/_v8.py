@@ -552,12 +552,16 @@ class _Conversation(asyncio.Protocol):
         if problem:
             outcome = Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
         if outcome.error is not None:
-            reply = {"t": "result", "id": call.id, "ok": False, **outcome.error}
-        else:
-            reply = {"t": "result", "id": call.id, "ok": True, "value": value}
+            error = {"t": "result", "id": call.id, "ok": False, **outcome.error}
+            line = json.dumps(error).encode() + b"\n"
+        else:  # the envelope as json.dumps would write it, around the value alone
+            line = b'{"t": "result", "id": %d, "ok": true, "value": %b}\n' % (
+                call.id,
+                json.dumps(value).encode(),
+            )
         if not self._outbox:
             self._loop.call_soon(self._flush)
-        self._outbox.append(json.dumps(reply).encode() + b"\n")
+        self._outbox.append(line)
 
     def _flush(self) -> None:
         if self._outbox:
