@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,33 @@ async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
             entry.split(b"=")[0] in {b"DENO_DIR", b"NO_COLOR", b"DENO_NO_UPDATE_CHECK", b""}
             for entry in environ
         )
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="Linux: limits read with prlimit")
+async def test_the_deno_child_is_spawned_without_a_fork_and_its_memory_is_limited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``preexec_fn`` would force a full fork of the host (milliseconds, the loop stalled
+    with it): the child is spawned plainly and limited before it can get a program."""
+    from toolnexus.codemode.runtimes._v8 import DATA_HEADROOM
+
+    spawned: list[Any] = []
+    popen = subprocess.Popen
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        spawned.append(kwargs.get("preexec_fn"))
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded)
+    runtime = V8Runtime(timeout=5, max_memory=64 * 1024 * 1024, spares=0)
+    try:
+        child = await asyncio.to_thread(runtime._start)
+        limit = resource.prlimit(child.process.pid, resource.RLIMIT_DATA)
+        await asyncio.to_thread(child.finish)
+        assert spawned == [None]
+        assert limit == (64 * 1024 * 1024 + DATA_HEADROOM,) * 2
     finally:
         await runtime.aclose()
 

@@ -114,7 +114,16 @@ class _Child:
 
     @classmethod
     def start(cls, argv: list[str], env: dict[str, str], data_limit: int) -> _Child:
-        """Start the process. Blocking (a fork): call it in a worker thread."""
+        """Start the process. Blocking (a fork): call it in a worker thread.
+
+        Where the system can set another process's limits (Linux), the process is spawned
+        plainly and ``RLIMIT_DATA`` set on it at once, before it can be sent a program: a
+        ``preexec_fn`` forces a full ``fork()`` of this process (about 4 ms here, holding the
+        GIL, so the event loop stalls with it) where a plain spawn takes 0.15 ms. Elsewhere the
+        limit is set in the child before ``exec``. If the limit cannot be set, the process is
+        killed: no program runs without it.
+        """
+        late = hasattr(resource, "prlimit")
 
         def limit_memory() -> None:  # runs in the child, before exec
             resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
@@ -128,9 +137,16 @@ class _Child:
             stderr=stderr,
             env=env,
             cwd=env["DENO_DIR"],  # nothing of the caller's working directory
-            preexec_fn=limit_memory,
+            preexec_fn=None if late else limit_memory,
         )
-        return cls(process, stderr)
+        child = cls(process, stderr)
+        if late:
+            try:
+                resource.prlimit(process.pid, resource.RLIMIT_DATA, (data_limit, data_limit))
+            except OSError:
+                child.finish()
+                raise
+        return child
 
     @property
     def alive(self) -> bool:
