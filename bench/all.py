@@ -20,11 +20,13 @@ Rows (``docs/performance.md`` explains each floor):
   ``feed_run`` of it on a warm pool, timed inside its thread (target <= 1.2); also against
   ``AsyncMonty``'s checkout and ``feed_run`` timed from the loop (``AsyncMonty`` row);
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
-  a Deno child (target <= 1.4);
+  a Deno child that echoes lines (``read()`` and ``writeSync``), the faster median of asyncio's
+  subprocess streams and a raw protocol on the pipes (target <= 1.4); each of our runs starts
+  after 0.2 s idle, as between model turns, so no spare's boot overlaps it;
 * ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6);
-* ``client_http``: ``client.run`` against the tests' scripted OpenAI-style server on 127.0.0.1
-  (its own process), per call, beside the in-process run: printed, no target (the server's own
-  time is in it).
+* ``client_http``: ``client.run`` against a minimal OpenAI-style server on 127.0.0.1 (its own
+  process), per call, beside the in-process run, and this process's CPU time per call:
+  printed, no target (the server's own time is in the first).
 
 Run: ``python bench/all.py [--only ROW ...] [--repeats 7] [--calls 200]``
 """
@@ -483,18 +485,24 @@ def _own_warm_sync(pool: monty.Monty) -> float:
 ECHO = """
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+const chunk = new Uint8Array(1 << 16);
 let buffered = "";
-await Deno.stdout.write(encoder.encode('{"t":"ready"}\\n'));
-for await (const chunk of Deno.stdin.readable) {
-  buffered += decoder.decode(chunk, { stream: true });
+Deno.stdout.writeSync(encoder.encode('{"t":"ready"}\\n'));
+for (;;) {
+  const size = await Deno.stdin.read(chunk);
+  if (size === null) break;
+  buffered += decoder.decode(chunk.subarray(0, size), { stream: true });
   let end;
   while ((end = buffered.indexOf("\\n")) >= 0) {
     const message = JSON.parse(buffered.slice(0, end));
     buffered = buffered.slice(end + 1);
-    await Deno.stdout.write(encoder.encode(JSON.stringify({ id: message.id, ok: true }) + "\\n"));
+    Deno.stdout.writeSync(encoder.encode(JSON.stringify({ t: "call", id: message.id }) + "\\n"));
   }
 }
 """
+"""The floor's Deno side: the fastest way found to serve JSON lines in Deno (``read()`` into a
+buffer and ``writeSync``; the readable stream and an awaited ``write`` took twice as long per
+line), the same calls the runtime's host script makes."""
 
 
 def _deno() -> str:
@@ -503,14 +511,18 @@ def _deno() -> str:
     return str(find_deno_bin())
 
 
+def _deno_argv(script: str) -> list[str]:
+    return [_deno(), "run", "--quiet", "--no-prompt", script]
+
+
+_DENO_ENV = {**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+
+
 def _deno_boot(script: str) -> float:
     """One Deno boot: spawn until its first line."""
     start = time.perf_counter()
     process = subprocess.Popen(
-        [_deno(), "run", "--quiet", "--no-prompt", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+        _deno_argv(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_DENO_ENV
     )
     assert process.stdout is not None
     process.stdout.readline()
@@ -520,18 +532,14 @@ def _deno_boot(script: str) -> float:
     return elapsed
 
 
-async def _deno_round_trips(script: str, n: int) -> float:
-    """Per round trip: one JSON line written, its JSON line reply read, ``n`` times, on the
-    event loop (asyncio pipes, as the runtime itself talks to its Deno process)."""
+async def _deno_round_trips_streams(script: str, n: int) -> float:
+    """Per round trip: one JSON line written, its JSON line reply read, ``n`` times, through
+    asyncio's subprocess streams."""
     process = await asyncio.create_subprocess_exec(
-        _deno(),
-        "run",
-        "--quiet",
-        "--no-prompt",
-        script,
+        *_deno_argv(script),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+        env=_DENO_ENV,
     )
     assert process.stdin is not None
     assert process.stdout is not None
@@ -547,6 +555,52 @@ async def _deno_round_trips(script: str, n: int) -> float:
     return elapsed
 
 
+class _Lines(asyncio.SubprocessProtocol):
+    """The child's complete stdout lines as they arrive, handed to the one waiting future."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.lines: list[bytes] = []
+        self.waiter: asyncio.Future[None] | None = None
+        self.exited = asyncio.get_running_loop().create_future()
+
+    def process_exited(self) -> None:
+        self.exited.set_result(None)
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        self.lines.extend(lines)
+        if lines and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def line(self) -> bytes:
+        while not self.lines:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        return self.lines.pop(0)
+
+
+async def _deno_round_trips_raw(script: str, n: int) -> float:
+    """The same round trips through a raw protocol: lines split as they arrive, each request
+    written straight to the pipe's transport (no stream, no ``drain``)."""
+    loop = asyncio.get_running_loop()
+    transport, lines = await loop.subprocess_exec(
+        _Lines, *_deno_argv(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_DENO_ENV
+    )
+    stdin = transport.get_pipe_transport(0)
+    assert isinstance(stdin, asyncio.WriteTransport)
+    await lines.line()
+    start = time.perf_counter()
+    for i in range(n):
+        stdin.write(json.dumps({"t": "result", "id": i, "value": 0}).encode() + b"\n")
+        json.loads(await lines.line())
+    elapsed = (time.perf_counter() - start) / n
+    transport.kill()
+    await lines.exited
+    transport.close()
+    return elapsed
+
+
 def bench_v8(repeats: int, calls: int) -> None:
     ours_calls = f"for (let i = 0; i < {calls}; i++) await tools.noop({{}}); return {calls}"
     empty = f"for (let i = 0; i < {calls}; i++) {{}} return {calls}"
@@ -559,15 +613,27 @@ def bench_v8(repeats: int, calls: int) -> None:
             try:
 
                 async def ours() -> float:
+                    # Idle first, as between model turns: the spares the last runs started
+                    # have booted, so no boot competes for the CPUs (neither does one in the
+                    # floor's timed round trips).
+                    await asyncio.sleep(0.2)
                     with_calls = await _program(ours_calls, runtime, [NOOP_CODE])
+                    await asyncio.sleep(0.2)
                     without = await _program(empty, runtime, [NOOP_CODE])
                     return (with_calls - without) / calls
 
-                async def floor() -> float:
-                    return await _deno_round_trips(script, calls)
+                async def streams() -> float:
+                    return await _deno_round_trips_streams(script, calls)
 
-                sub = await ainterleaved({"ours": ours, "floor": floor}, repeats)
-                report("v8 sub-call", sub["ours"], sub["floor"], 1.4)
+                async def raw() -> float:
+                    return await _deno_round_trips_raw(script, calls)
+
+                sub = await ainterleaved({"ours": ours, "streams": streams, "raw": raw}, repeats)
+                report("v8 sub-call", sub["ours"], min(sub["streams"], sub["raw"]), 1.4)
+                print(
+                    f"{'':<30} floors: streams {sub['streams'] * 1e6:.2f} us, "
+                    f"raw protocol {sub['raw'] * 1e6:.2f} us"
+                )
 
                 async def back_to_back() -> float:
                     runs = [await _program("return 1", runtime, []) for _ in range(5)]

@@ -491,6 +491,83 @@ async def test_v8_keeps_two_spares_so_back_to_back_runs_find_one_booted() -> Non
         await runtime.aclose()
 
 
+async def test_v8_replies_that_become_ready_in_one_loop_turn_leave_in_one_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three calls waiting on one event commit in the same loop turn: their three replies
+    reach the child in one write to its pipe, not three."""
+    from toolnexus.codemode.runtimes import _v8
+
+    writes: list[bytes] = []
+    write = _v8._Conversation._write
+
+    def counted(self: Any, data: bytes) -> None:
+        writes.append(data)
+        write(self, data)
+
+    monkeypatch.setattr(_v8._Conversation, "_write", counted)
+    gate = asyncio.Event()
+    entered: list[int] = []
+
+    async def execute(args: dict[str, Any]) -> Any:
+        entered.append(args["i"])
+        await gate.wait()
+        return args["i"]
+
+    tool = Tool(
+        "held", "Waits.", {"type": "object"}, execute=execute, hints=ToolHints(read_only=True)
+    )
+    runtime = V8Runtime(timeout=20)
+    code = "return await Promise.all([0, 1, 2].map((i) => tools.held({i})))"
+    try:
+        run = asyncio.ensure_future(run_program(code, [tool], runtime=runtime))
+        await wait_until(lambda: len(entered) == 3)
+        gate.set()
+        out = await run
+        assert out == {"result": [0, 1, 2], "logs": []}, out
+        replies = [w for w in writes if b'"t": "result"' in w]
+        assert len(replies) == 1, writes
+        assert replies[0].count(b"\n") == 3
+    finally:
+        await runtime.aclose()
+
+
+async def test_v8_sub_calls_create_no_task_of_their_own() -> None:
+    """A call is started where its line is read and resumed by what it awaits: a run of 40
+    calls creates as many tasks as a run of none (with a ``call_tool`` that needs none)."""
+    from toolnexus.scheduling import Outcome
+
+    loop = asyncio.get_running_loop()
+    created: list[int] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(1)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def call_tool(name: str, args: Any) -> Outcome:
+        await asyncio.sleep(0)  # a bare yield: resumed in the next loop turn
+        return Outcome(value=args["i"])
+
+    runtime = V8Runtime(timeout=20)
+
+    async def tasks_of(calls: int) -> int:
+        code = f"let n = 0; for (let i = 0; i < {calls}; i++) n += await tools.f({{i}}); return n"
+        created.clear()
+        loop.set_task_factory(factory)
+        try:
+            report = await runtime.run(code, tool_names=["f"], call_tool=call_tool, sdk="")
+        finally:
+            loop.set_task_factory(None)
+        assert report.failure is None and report.value == sum(range(calls)), report
+        return len(created)
+
+    try:
+        await tasks_of(1)  # the first run boots the spares
+        assert await tasks_of(40) == await tasks_of(0)
+    finally:
+        await runtime.aclose()
+
+
 class _CountedStops(MontyRuntime):
     """A Monty runtime whose workers allow only ``stops`` suspensions per run."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,33 @@ async def test_the_deno_child_gets_no_environment(tmp_path: Path) -> None:
             entry.split(b"=")[0] in {b"DENO_DIR", b"NO_COLOR", b"DENO_NO_UPDATE_CHECK", b""}
             for entry in environ
         )
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="Linux: limits read with prlimit")
+async def test_the_deno_child_is_spawned_without_a_fork_and_its_memory_is_limited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``preexec_fn`` would force a full fork of the host (milliseconds, the loop stalled
+    with it): the child is spawned plainly and limited before it can get a program."""
+    from toolnexus.codemode.runtimes._v8 import DATA_HEADROOM
+
+    spawned: list[Any] = []
+    popen = subprocess.Popen
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        spawned.append(kwargs.get("preexec_fn"))
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded)
+    runtime = V8Runtime(timeout=5, max_memory=64 * 1024 * 1024, spares=0)
+    try:
+        child = await asyncio.to_thread(runtime._start)
+        limit = resource.prlimit(child.process.pid, resource.RLIMIT_DATA)
+        await asyncio.to_thread(child.finish)
+        assert spawned == [None]
+        assert limit == (64 * 1024 * 1024 + DATA_HEADROOM,) * 2
     finally:
         await runtime.aclose()
 
@@ -284,41 +313,68 @@ MALFORMED_MESSAGES = [
 ]
 
 
+class _Discard(asyncio.WriteTransport):
+    """A pipe to the sandbox that takes every reply and keeps none."""
+
+    def write(self, data: Any) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def _converse(*chunks: bytes) -> Any:
+    """The run's report when the sandbox writes ``chunks`` and exits (fed straight to the
+    conversation, as a program that found a way to write raw lines would)."""
+    from toolnexus.codemode.runtimes._base import LogCapture
+    from toolnexus.codemode.runtimes._v8 import _Conversation
+    from toolnexus.scheduling import Outcome
+
+    async def call_tool(name: str, args: Any) -> Outcome:
+        return Outcome(value=1)
+
+    conversation = _Conversation(asyncio.get_running_loop(), _Discard())
+    conversation.data_received(b'{"t":"ready"}\n')
+    conversation.begin(call_tool, LogCapture(1000), V8Runtime(timeout=5).budgets)
+    for chunk in chunks:
+        conversation.data_received(chunk)
+    conversation.eof_received()
+    try:
+        return await conversation.done
+    finally:
+        conversation.close()
+
+
 @pytest.mark.parametrize("lines", MALFORMED_MESSAGES)
 async def test_a_malformed_message_from_the_sandbox_is_invalid_output_never_an_exception(
     lines: bytes,
 ) -> None:
-    """Whatever the sandbox writes, the host answers with data (here fed straight to the
-    conversation, as a program that found a way to write raw lines would)."""
-    runtime = V8Runtime(timeout=5)
-
-    class FakeChild:
-        stdout = asyncio.StreamReader()
-
-        async def send(self, message: Any) -> None:
-            pass
-
-    child = FakeChild()
-    child.stdout.feed_data(lines)
-    child.stdout.feed_eof()
-
-    async def call_tool(name: str, args: Any) -> Any:
-        from toolnexus.scheduling import Outcome
-
-        return Outcome(value=1)
-
-    from toolnexus.codemode.runtimes._base import LogCapture
-
-    calls: dict[int, Any] = {}
-    report = await runtime._converse(child, call_tool, LogCapture(1000), calls)  # type: ignore[arg-type]
-    for task in calls.values():
-        task.cancel()
+    """Whatever the sandbox writes, the host answers with data."""
+    report = await _converse(lines)
     if b"NaN" in lines or b"[[[" in lines:  # not JSON at all: shown as output, never parsed
         assert report is None
     else:
         assert report is not None and report.failure is not None
         assert report.failure.kind == "invalid_output"
         assert "malformed message" in report.failure.message
+
+
+@pytest.mark.parametrize("ended", [True, False])
+async def test_a_line_past_the_limit_is_invalid_output_however_it_arrives(
+    ended: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line longer than the limit ends the run, in one piece or in many, ended or not."""
+    from toolnexus.codemode.runtimes import _v8
+
+    monkeypatch.setattr(_v8, "STREAM_LIMIT", 100)
+    line = b'{"t": "log", "stream": "stdout", "text": "' + b"x" * 200 + b'", "truncated": false}'
+    line += b"\n" if ended else b""
+    whole = await _converse(line)
+    pieces = await _converse(*(line[i : i + 30] for i in range(0, len(line), 30)))
+    for report in (whole, pieces):
+        assert report is not None and report.failure is not None
+        assert report.failure.kind == "invalid_output"
+        assert "more than 100 bytes" in report.failure.message
 
 
 # -- hostile values between a program and its tools ---------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Probe
+from helpers import Probe, settle_loop
 from toolnexus import ConfigurationError, Tool, ToolHints, ToolResult
 from toolnexus.scheduling import Outcome, Scheduler, Ticket
 from toolnexus.session import Session
@@ -423,6 +423,46 @@ async def test_cancelling_a_waiter_does_not_cancel_the_call(probe: Probe) -> Non
             await waiter
         probe.gate("a").set()
         assert (await lane.wait(ticket)).value == "a"
+
+
+async def test_cancelling_a_call_s_waiter_does_not_cancel_the_call(probe: Probe) -> None:
+    read = probe.tool("read")
+    async with Scheduler() as lane:
+        waiter = asyncio.create_task(lane.call(read, {"id": "a", "gate": "a"}))
+        await settle_loop()
+        assert probe.starts() == ["a"]
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await settle_loop()
+        assert ("end", "a") not in probe.log  # the tool is still running
+        probe.gate("a").set()
+        await settle_loop()
+        assert probe.log[-1] == ("end", "a")
+        assert (await lane.call(read, {"id": "b"})).value == "b"  # the lane carries on
+
+
+async def _turns_until(awaitable: Any) -> int:
+    """Loop turns between awaiting ``awaitable`` and its result."""
+    turns = 0
+    task = asyncio.ensure_future(awaitable)
+    while not task.done():
+        await asyncio.sleep(0)
+        turns += 1
+    return turns
+
+
+async def test_call_awaits_its_own_future_without_a_shield() -> None:
+    """``call`` is the ticket's only waiter, so it awaits the lane's future itself: one loop
+    turn fewer per call than `wait`, which shields the future for its other waiters."""
+    tool = _noop_tool()
+    async with Scheduler() as lane:
+
+        async def waited() -> Outcome:
+            return await lane.wait(lane.submit(tool, {}))
+
+        await lane.call(tool, {})  # warm
+        assert await _turns_until(lane.call(tool, {})) == await _turns_until(waited()) - 1
 
 
 # -- stop ------------------------------------------------------------------------------------

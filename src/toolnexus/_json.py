@@ -97,8 +97,8 @@ def json_problem(
     host put in, which a snapshot renders with ``repr()``) are let through; everything else is
     still checked. Iterative: no input can exhaust the stack.
     """
-    if type(value) is dict and max_depth > 0 and _flat_plain(value):
-        return None  # the common case (a call's arguments): one level of plain scalars
+    if type(value) is dict and max_depth > 0 and _flat_plain(value, max_depth > 1):
+        return None  # the common cases: a call's arguments, a message that carries them
     # A path is rendered only for the message of a problem: most values have none, and
     # formatting every key's path up front was most of the cost of checking them.
     stack: list[tuple[Any, _Path, int]] = [(value, where, 0)]
@@ -142,10 +142,11 @@ def json_problem(
     return None
 
 
-def _flat_plain(value: dict[Any, Any]) -> bool:
+def _flat_plain(value: dict[Any, Any], nested: bool = False) -> bool:
     """Whether ``value`` holds only ASCII string keys and plain JSON scalars (ASCII strings,
-    ints within the digit limit, finite floats, bools, ``None``): nothing `json_problem` could
-    object to. Anything else (or nested) is left to the full check."""
+    ints within the digit limit, finite floats, bools, ``None``), or with ``nested`` also
+    dictionaries that hold only those (a sandbox's call message and its arguments): nothing
+    `json_problem` could object to. Anything else (or deeper) is left to the full check."""
     for key, item in value.items():
         if type(key) is not str or not key.isascii():
             return False
@@ -158,6 +159,9 @@ def _flat_plain(value: dict[Any, Any]) -> bool:
                 return False
         elif kind is float:
             if not math.isfinite(item):
+                return False
+        elif kind is dict and nested:
+            if not _flat_plain(item):  # a dictionary holding itself is not flat: full check
                 return False
         elif item is not None and kind is not bool:
             return False

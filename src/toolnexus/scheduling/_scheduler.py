@@ -362,8 +362,18 @@ class Scheduler:
             )
 
     async def call(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
-        """Submit one call and wait for its outcome; never raises (cancellation aside)."""
-        return await self.wait(self.submit(tool, args, run_ctx))
+        """Submit one call and wait for its outcome; never raises (cancellation aside).
+
+        Awaits the call's own future, unshielded (`wait` shields it: a ticket may have other
+        waiters): no one else holds this ticket, and cancelling the waiter only cancels the
+        future, which the lane then leaves unanswered while the call itself carries on, as
+        `wait` promises. A shield would cost one more loop turn per call.
+        """
+        ticket = self.submit(tool, args, run_ctx)
+        future = ticket._future
+        if future is None:
+            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE)
+        return await future
 
     def dispatch_fun(self) -> Callable[[Tool, Any, Any], Awaitable[Outcome]]:
         """This lane as a dispatch function ``(tool, args, run_ctx) -> Outcome``.

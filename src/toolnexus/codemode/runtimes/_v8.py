@@ -18,6 +18,7 @@ import asyncio
 import atexit
 import base64
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from typing import Any
@@ -106,14 +107,23 @@ class _Child:
     def __init__(self, process: subprocess.Popen[bytes], stderr: Any) -> None:
         self.process = process
         self._stderr = stderr
-        self._stdout: asyncio.StreamReader | None = None
-        self._stdin: asyncio.StreamWriter | None = None
+        self._conversation: _Conversation | None = None
         self._read_transport: asyncio.BaseTransport | None = None
+        self._write_transport: asyncio.WriteTransport | None = None
         self.stderr_tail = b""
 
     @classmethod
     def start(cls, argv: list[str], env: dict[str, str], data_limit: int) -> _Child:
-        """Start the process. Blocking (a fork): call it in a worker thread."""
+        """Start the process. Blocking (a fork): call it in a worker thread.
+
+        Where the system can set another process's limits (Linux), the process is spawned
+        plainly and ``RLIMIT_DATA`` set on it at once, before it can be sent a program: a
+        ``preexec_fn`` forces a full ``fork()`` of this process (about 4 ms here, holding the
+        GIL, so the event loop stalls with it) where a plain spawn takes 0.15 ms. Elsewhere the
+        limit is set in the child before ``exec``. If the limit cannot be set, the process is
+        killed: no program runs without it.
+        """
+        late = hasattr(resource, "prlimit")
 
         def limit_memory() -> None:  # runs in the child, before exec
             resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
@@ -127,20 +137,27 @@ class _Child:
             stderr=stderr,
             env=env,
             cwd=env["DENO_DIR"],  # nothing of the caller's working directory
-            preexec_fn=limit_memory,
+            preexec_fn=None if late else limit_memory,
         )
-        return cls(process, stderr)
+        child = cls(process, stderr)
+        if late:
+            try:
+                resource.prlimit(process.pid, resource.RLIMIT_DATA, (data_limit, data_limit))
+            except OSError:
+                child.finish()
+                raise
+        return child
 
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
 
     @property
-    def stdout(self) -> asyncio.StreamReader:
-        """The process's protocol lines (connected by `attach`)."""
-        if self._stdout is None:
+    def conversation(self) -> _Conversation:
+        """The process's protocol lines, served as they arrive (connected by `attach`)."""
+        if self._conversation is None:
             raise RuntimeError("the Deno process is not attached to an event loop")
-        return self._stdout
+        return self._conversation
 
     async def attach(self) -> None:
         """Connect the pipes to the running loop and wait for the process to be ready.
@@ -149,29 +166,19 @@ class _Child:
             ConfigurationError: the process died before it was ready.
         """
         loop = asyncio.get_running_loop()
-        reader = self._stdout = asyncio.StreamReader(limit=STREAM_LIMIT)
+        write_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, self.process.stdin)
+        assert isinstance(write_transport, asyncio.WriteTransport)
+        self._write_transport = write_transport
+        conversation = self._conversation = _Conversation(loop, write_transport)
         self._read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout
+            lambda: conversation, self.process.stdout
         )
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, self.process.stdin
-        )
-        self._stdin = asyncio.StreamWriter(transport, protocol, None, loop)
-        line = await reader.readline()
+        line = await conversation.ready
         if not line.startswith(b'{"t":"ready"'):
             self.detach()
             await asyncio.get_running_loop().run_in_executor(None, self.finish)
             detail = self.stderr_tail.decode(errors="replace").strip()
             raise ConfigurationError(f"the Deno process did not start: {detail or line!r}")
-
-    async def send(self, message: dict[str, Any]) -> None:
-        stdin = self._stdin
-        if stdin is None or stdin.is_closing():
-            return
-        # ASCII: a lone surrogate in a program's code must not fail the write
-        stdin.write(json.dumps(message).encode() + b"\n")
-        with contextlib.suppress(ConnectionError):
-            await stdin.drain()
 
     def kill(self) -> None:
         if self.alive:
@@ -179,9 +186,12 @@ class _Child:
                 self.process.kill()
 
     def detach(self) -> None:
-        """Close the pipes' transports (on the loop that opened them)."""
-        if self._stdin is not None:
-            self._stdin.close()
+        """Stop serving the process and close the pipes' transports (on the loop that opened
+        them)."""
+        if self._conversation is not None:
+            self._conversation.close()
+        if self._write_transport is not None:
+            self._write_transport.close()
         if self._read_transport is not None:
             self._read_transport.close()
 
@@ -295,25 +305,18 @@ class V8Runtime:
         logs = LogCapture(self.budgets.max_output)
         child = await self._take_child()
         self._active[child] = None
-        calls: dict[int, asyncio.Task[None]] = {}
         try:
-            await child.send(
-                {
-                    "t": "run",
-                    "code": code,
-                    "tools": list(tool_names),
-                    "max_output": self.budgets.max_output,
-                }
-            )
+            conversation = child.conversation
+            conversation.begin(call_tool, logs, self.budgets)
+            run = {"t": "run", "code": code, "tools": list(tool_names)}
+            conversation.send({**run, "max_output": self.budgets.max_output})
             report: RunReport | None = None
             try:
                 async with asyncio.timeout_at(deadline):
-                    report = await self._converse(child, call_tool, logs, calls)
+                    report = await conversation.done
             except TimeoutError:
                 self._active[child] = self._active[child] or late
         finally:
-            for task in calls.values():
-                task.cancel()
             stopped = self._active.pop(child, None)
             finished = self._retire(child)
         if stopped is not None:
@@ -398,84 +401,269 @@ class V8Runtime:
         code = child.process.returncode
         return ProgramFailure("substrate_exit", f"the JavaScript process exited (status {code})")
 
-    # -- the conversation ----------------------------------------------------------------------
 
-    async def _converse(
-        self,
-        child: _Child,
-        call_tool: ToolCaller,
-        logs: LogCapture,
-        calls: dict[int, asyncio.Task[None]],
-    ) -> RunReport | None:
-        """Serve the program's messages until it is done; ``None`` if the process died first.
+class _Conversation(asyncio.Protocol):
+    """The host's side of one Deno process's protocol, driven by its pipes' callbacks.
 
-        Every line is untrusted: the program shares its realm with the host script and may have
-        broken it, or may write lines of its own. A line that is not JSON is program output; a
-        JSON message of the wrong shape ends the run as ``invalid_output``, never as an
-        exception here.
+    Why callbacks and not a reading task with a task per call: each hop through the loop's
+    ready queue is a wake-up on the way from a call to its reply. Lines are split and served in
+    `data_received` as they arrive, a call's ``call_tool`` coroutine is started there at once
+    (it reaches the lane in the same loop turn) and resumed by the futures it waits on (no task
+    of its own), and replies go straight to the pipe's transport (no writer task, no ``drain``:
+    what a program's calls can queue there is bounded by ``max_sub_calls``). Replies that
+    become ready in one loop turn (several calls committing at once) leave in one write, at the
+    start of the next turn.
+
+    Every line is untrusted: the program shares its realm with the host script and may have
+    broken it, or may write lines of its own. A line that is not JSON is program output; a
+    JSON message of the wrong shape ends the run as ``invalid_output``, never as an exception.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, writer: asyncio.WriteTransport) -> None:
+        self._loop = loop
+        self._writer = writer
+        self.ready: asyncio.Future[bytes] = loop.create_future()
+        """The process's first line (empty if it died first)."""
+        self.done: asyncio.Future[RunReport | None] = loop.create_future()
+        """The run's report, or ``None`` when the process ended first."""
+        self._partial: list[bytes] = []
+        self._partial_size = 0
+        self._early: list[bytes] | None = []  # lines that came before `begin`
+        self._outbox: list[bytes] = []
+        self._call_tool: ToolCaller | None = None
+        self._logs: LogCapture | None = None
+        self._budgets = Budgets()
+        self._context = contextvars.Context()
+        self.calls: dict[int, _Call] = {}
+        """Every call of the run by its id, answered or not (an id is never reused)."""
+
+    def begin(self, call_tool: ToolCaller, logs: LogCapture, budgets: Budgets) -> None:
+        """Serve a run: from now on, lines are the program's messages.
+
+        Must be called in the run's task: each call's coroutine runs in a copy of its context,
+        as a task created there would.
         """
-        stdout = child.stdout
-        sub_calls = 0
-        while True:
-            try:
-                line = await stdout.readline()
-            except ValueError:  # a line past STREAM_LIMIT
-                return _malformed(f"the program sent more than {STREAM_LIMIT} bytes at once")
-            if not line:
-                return None  # the process is gone: killed, crashed, or out of memory
-            try:
-                message = loads_strict(line)
-            except ValueError:
-                logs.write("stdout", line.decode(errors="replace"))
-                continue
-            problem = _message_problem(message, calls)
-            if problem:
-                return _malformed(problem)
-            kind = message["t"]
-            if kind == "log":
-                if message["truncated"]:
-                    logs.mark_truncated()
-                else:
-                    logs.write(message["stream"], f"{message['text']}\n")
-            elif kind == "call":
-                sub_calls += 1
-                if sub_calls > self.budgets.max_sub_calls:
-                    limit = self.budgets.max_sub_calls
-                    return RunReport(
-                        failure=ProgramFailure(
-                            "abort",
-                            f"the program made more than {limit} tool calls (max_sub_calls)",
-                        )
-                    )
-                call_id = message["id"]
-                calls[call_id] = asyncio.ensure_future(
-                    self._call(child, call_tool, call_id, message["name"], message["args"])
-                )
+        self._call_tool, self._logs, self._budgets = call_tool, logs, budgets
+        self._context = contextvars.copy_context()
+        early, self._early = self._early or [], None
+        for line in early:
+            if self.done.done():
+                return
+            self._line(line)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message now (the ``run`` message)."""
+        # ASCII: a lone surrogate in a program's code must not fail the write
+        self._write(json.dumps(message).encode() + b"\n")
+
+    def close(self) -> None:
+        """Stop serving: drop unanswered calls (the lane answers them when it stops)."""
+        self._finish(None)
+        for call in self.calls.values():
+            call.drop()
+        self._outbox.clear()
+
+    # -- the pipe's callbacks ------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        start = 0
+        while not self.done.done():
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            if self._partial:
+                self._partial.append(data[start:end])
+                line = b"".join(self._partial)
+                self._partial.clear()
+                self._partial_size = 0
             else:
-                return self._done(message)
+                line = data[start:end]
+            start = end + 1
+            if len(line) > STREAM_LIMIT:
+                self._too_long()
+                return
+            self._serve(line)
+        if start < len(data) and not self.done.done():
+            self._partial.append(data[start:])
+            self._partial_size += len(data) - start
+            if self._partial_size > STREAM_LIMIT:
+                self._too_long()
 
-    def _done(self, message: dict[str, Any]) -> RunReport:
-        if message["ok"]:
-            return RunReport(value=message["value"])
-        kind: FailureKind = "invalid_output" if message["kind"] == "invalid_output" else "exception"
-        text = message["message"]
-        if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
-            return RunReport(failure=out_of_memory(self.budgets))
-        return RunReport(failure=ProgramFailure(kind, text))
+    def eof_received(self) -> bool:
+        if self._partial and not self.done.done():  # a last line without its line break
+            line = b"".join(self._partial)
+            self._partial.clear()
+            self._serve(line)
+        self._finish(None)  # the process is gone: killed, crashed, or out of memory
+        return False
 
-    async def _call(
-        self, child: _Child, call_tool: ToolCaller, call_id: int, name: str, args: Any
-    ) -> None:
-        outcome: Outcome = await call_tool(name, args)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish(None)
+
+    # -- serving lines -------------------------------------------------------------------------
+
+    def _serve(self, line: bytes) -> None:
+        if not self.ready.done():
+            self.ready.set_result(line)
+        elif self._early is not None:
+            self._early.append(line)
+        else:
+            try:
+                self._line(line)
+            except Exception as exc:  # a defect here must end the run, never hang it
+                if not self.done.done():
+                    self.done.set_exception(exc)
+
+    def _too_long(self) -> None:
+        self._finish(_malformed(f"the program sent more than {STREAM_LIMIT} bytes at once"))
+
+    def _finish(self, report: RunReport | None) -> None:
+        if not self.ready.done():
+            self.ready.set_result(b"")
+        if not self.done.done():
+            self.done.set_result(report)
+
+    def _line(self, line: bytes) -> None:
+        assert self._logs is not None
+        try:  # decoded here: bytes would cost loads_strict a decoder per line
+            message = loads_strict(line.decode())
+        except ValueError:  # not UTF-8 or not JSON
+            self._logs.write("stdout", line.decode(errors="replace") + "\n")
+            return
+        problem = _message_problem(message, self.calls)
+        if problem:
+            self._finish(_malformed(problem))
+            return
+        kind = message["t"]
+        if kind == "log":
+            if message["truncated"]:
+                self._logs.mark_truncated()
+            else:
+                self._logs.write(message["stream"], f"{message['text']}\n")
+        elif kind == "call":
+            limit = self._budgets.max_sub_calls
+            if len(self.calls) >= limit:
+                failure = ProgramFailure(
+                    "abort", f"the program made more than {limit} tool calls (max_sub_calls)"
+                )
+                self._finish(RunReport(failure=failure))
+                return
+            assert self._call_tool is not None
+            name = message["name"]
+            call = _Call(self, message["id"], name, self._context.copy())
+            self.calls[call.id] = call
+            call.start(self._call_tool(name, message["args"]))
+        else:
+            self._finish(_done(message, self._budgets))
+
+    # -- replies -------------------------------------------------------------------------------
+
+    def answer(self, call: _Call, outcome: Outcome) -> None:
+        """Queue the reply to ``call``; the first reply of a loop turn schedules the write."""
+        if self.done.done():
+            return
+        name = call.name
         value = None if outcome.error is not None else snapshot(outcome.value)
         problem = None if outcome.error is not None else json_problem(value, "the result")
         if problem:
             outcome = Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
         if outcome.error is not None:
-            reply = {"t": "result", "id": call_id, "ok": False, **outcome.error}
+            error = {"t": "result", "id": call.id, "ok": False, **outcome.error}
+            line = json.dumps(error).encode() + b"\n"
+        else:  # the envelope as json.dumps would write it, around the value alone
+            line = b'{"t": "result", "id": %d, "ok": true, "value": %b}\n' % (
+                call.id,
+                json.dumps(value).encode(),
+            )
+        if not self._outbox:
+            self._loop.call_soon(self._flush)
+        self._outbox.append(line)
+
+    def _flush(self) -> None:
+        if self._outbox:
+            data = b"".join(self._outbox)
+            self._outbox.clear()
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+
+class _Call:
+    """One sub-call: its ``call_tool`` coroutine, stepped by hand from the futures it awaits.
+
+    What a task would do, less what a call does not need: the first step runs at once (a task
+    waits for a loop turn), and a wake-up resumes the coroutine directly. The coroutine runs
+    in its own copy of the run's context, but outside any task: a ``call_tool`` may await
+    futures and coroutines, not task-bound helpers (``asyncio.timeout``, ``current_task``).
+    """
+
+    __slots__ = ("_context", "_conversation", "_steps", "id", "name")
+
+    def __init__(
+        self, conversation: _Conversation, call_id: int, name: str, context: contextvars.Context
+    ) -> None:
+        self._conversation = conversation
+        self.id = call_id
+        self.name = name
+        self._context = context
+        self._steps: Generator[Any, None, Outcome] | None = None
+
+    def start(self, awaitable: Awaitable[Outcome]) -> None:
+        self._steps = awaitable.__await__()
+        self._step()
+
+    def drop(self) -> None:
+        """Abandon the call (the run is over): its coroutine is closed where it waits."""
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            try:
+                self._context.run(steps.close)
+            except RuntimeError:  # it awaited again while closing
+                logger.warning("a tool call ignored the end of its run", exc_info=True)
+
+    def _resume(self, _: object = None) -> None:
+        if self._steps is not None:
+            self._step()
+
+    def _step(self) -> None:
+        steps = self._steps
+        assert steps is not None
+        try:
+            awaited = self._context.run(steps.send, None)
+        except StopIteration as stop:
+            self._steps = None
+            self._conversation.answer(self, stop.value)
+            return
+        except asyncio.CancelledError:
+            self._steps = None
+            self._conversation.answer(self, Outcome.failure(self.name, "the call was cancelled"))
+            return
+        except Exception:
+            self._steps = None
+            logger.exception("call_tool raised for the tool %r", self.name)
+            self._conversation.answer(self, Outcome.failure(self.name, "the call failed"))
+            return
+        if getattr(awaited, "_asyncio_future_blocking", False):
+            awaited._asyncio_future_blocking = False
+            awaited.add_done_callback(self._resume)
+        elif awaited is None:  # a bare yield (asyncio.sleep(0)): resume next turn
+            self._conversation._loop.call_soon(self._resume)
         else:
-            reply = {"t": "result", "id": call_id, "ok": True, "value": value}
-        await child.send(reply)
+            self.drop()
+            problem = f"call_tool awaited {awaited!r}, which is not an asyncio future"
+            self._conversation.answer(self, Outcome.failure(self.name, problem))
+
+
+def _done(message: dict[str, Any], budgets: Budgets) -> RunReport:
+    if message["ok"]:
+        return RunReport(value=message["value"])
+    kind: FailureKind = "invalid_output" if message["kind"] == "invalid_output" else "exception"
+    text = message["message"]
+    if "Array buffer allocation failed" in text:  # RLIMIT_DATA refused the memory
+        return RunReport(failure=out_of_memory(budgets))
+    return RunReport(failure=ProgramFailure(kind, text))
 
 
 def _malformed(problem: str) -> RunReport:

@@ -209,6 +209,7 @@ function makeTools(names, pending) {
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
+    const quoted = apply(stringify, JSON, [name]); // the call line's head, made once per tool
     tools[name] = (args) =>
       new Promise_((resolve, reject) => {
         let text;
@@ -221,7 +222,7 @@ function makeTools(names, pending) {
         }
         const id = ++nextId;
         pending[id] = { resolve, reject };
-        sendWith({ t: "call", id, name }, "args", text);
+        writeLine(`{"t":"call","id":${id},"name":${quoted},"args":${text}}`);
       });
   }
   return freeze(tools);
