@@ -22,7 +22,8 @@ Rows (``docs/performance.md`` explains each floor):
 * ``v8 sub-call``: the same program in JavaScript, per call, against a JSON-lines round trip to
   a Deno child that echoes lines (``read()`` and ``writeSync``), the faster median of asyncio's
   subprocess streams and a raw protocol on the pipes (target <= 1.4); each of our runs starts
-  after 0.2 s idle, as between model turns, so no spare's boot overlaps it;
+  after 0.2 s idle, as between model turns, so no spare's boot overlaps it; also with
+  ``V8Runtime(pin_cpu=True)`` (the ``pinned`` row), the floor unpinned;
 * ``v8 back-to-back``: trivial programs run back to back against one Deno boot (target <= 0.6);
 * ``client_http``: ``client.run`` against a minimal OpenAI-style server on 127.0.0.1 (its own
   process), per call, beside the in-process run, and this process's CPU time per call:
@@ -609,18 +610,22 @@ def bench_v8(repeats: int, calls: int) -> None:
         Path(script).write_text(ECHO)
 
         async def main() -> None:
-            runtime = V8Runtime(type_check=False) if _takes_type_check() else V8Runtime()
+            runtime = V8Runtime()
+            pinned = V8Runtime(pin_cpu=True)
             try:
 
-                async def ours() -> float:
-                    # Idle first, as between model turns: the spares the last runs started
-                    # have booted, so no boot competes for the CPUs (neither does one in the
-                    # floor's timed round trips).
-                    await asyncio.sleep(0.2)
-                    with_calls = await _program(ours_calls, runtime, [NOOP_CODE])
-                    await asyncio.sleep(0.2)
-                    without = await _program(empty, runtime, [NOOP_CODE])
-                    return (with_calls - without) / calls
+                def sub_call(runtime: V8Runtime) -> Callable[[], Awaitable[float]]:
+                    async def ours() -> float:
+                        # Idle first, as between model turns: the spares the last runs started
+                        # have booted, so no boot competes for the CPUs (neither does one in
+                        # the floor's timed round trips).
+                        await asyncio.sleep(0.2)
+                        with_calls = await _program(ours_calls, runtime, [NOOP_CODE])
+                        await asyncio.sleep(0.2)
+                        without = await _program(empty, runtime, [NOOP_CODE])
+                        return (with_calls - without) / calls
+
+                    return ours
 
                 async def streams() -> float:
                     return await _deno_round_trips_streams(script, calls)
@@ -628,8 +633,16 @@ def bench_v8(repeats: int, calls: int) -> None:
                 async def raw() -> float:
                     return await _deno_round_trips_raw(script, calls)
 
-                sub = await ainterleaved({"ours": ours, "streams": streams, "raw": raw}, repeats)
-                report("v8 sub-call", sub["ours"], min(sub["streams"], sub["raw"]), 1.4)
+                variants = {
+                    "ours": sub_call(runtime),
+                    "pinned": sub_call(pinned),
+                    "streams": streams,
+                    "raw": raw,
+                }
+                sub = await ainterleaved(variants, repeats)
+                floor = min(sub["streams"], sub["raw"])
+                report("v8 sub-call", sub["ours"], floor, 1.4)
+                report("v8 sub-call, pinned", sub["pinned"], floor, 1.4)
                 print(
                     f"{'':<30} floors: streams {sub['streams'] * 1e6:.2f} us, "
                     f"raw protocol {sub['raw'] * 1e6:.2f} us"
@@ -646,14 +659,9 @@ def bench_v8(repeats: int, calls: int) -> None:
                 report("v8 back-to-back", starts["ours"], starts["boot"], 0.6, unit="ms")
             finally:
                 await runtime.aclose()
+                await pinned.aclose()
 
         asyncio.run(main())
-
-
-def _takes_type_check() -> bool:
-    import inspect
-
-    return "type_check" in inspect.signature(V8Runtime).parameters
 
 
 ROWS: dict[str, Callable[[argparse.Namespace], None]] = {

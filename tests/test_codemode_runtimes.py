@@ -641,3 +641,46 @@ async def test_monty_pin_cpu_pins_the_loop_and_the_worker_for_the_run_only(pin_c
             assert worker_cpus == loop_cpus
         else:
             assert loop_cpus == worker_cpus == everything
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning is seen only with two CPUs or more (Linux)",
+)
+@pytest.mark.parametrize("pin_cpu", [True, False])
+async def test_v8_pin_cpu_pins_the_loop_and_the_deno_process_for_the_run_only(
+    pin_cpu: bool,
+) -> None:
+    """With ``pin_cpu`` the loop's thread and every thread of the run's Deno process share one
+    CPU while the program runs, and the loop has its affinity back afterwards; without it
+    nothing is pinned."""
+    runtime = V8Runtime(timeout=20, pin_cpu=pin_cpu)
+    everything = os.sched_getaffinity(0)
+    seen: list[tuple[set[int], list[set[int]]]] = []
+
+    async def execute(args: dict[str, Any]) -> int:
+        (child,) = runtime._active
+        pid = child.process.pid
+        threads = [os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{pid}/task")]
+        seen.append((os.sched_getaffinity(0), threads))
+        return 1
+
+    probe = Tool(
+        "affinity", "Sees affinities.", {"type": "object"}, execute=execute, hints=ToolHints()
+    )
+    try:
+        for _ in range(2):
+            out = await run_program("return await tools.affinity({})", [probe], runtime=runtime)
+            assert out.get("result") == 1, out
+            assert os.sched_getaffinity(0) == everything
+    finally:
+        await runtime.aclose()
+    assert len(seen) == 2
+    for loop_cpus, threads in seen:
+        assert len(threads) > 1  # Deno runs several threads: every one is pinned
+        if pin_cpu:
+            assert len(loop_cpus) == 1
+            assert all(cpus == loop_cpus for cpus in threads)
+        else:
+            assert loop_cpus == everything
+            assert all(cpus == everything for cpus in threads)

@@ -47,6 +47,7 @@ from toolnexus.codemode.runtimes._base import (
     patience_deadline,
     run_deadline,
 )
+from toolnexus.codemode.runtimes._pinning import CallerPins, Pins
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, snapshot
 
@@ -233,6 +234,11 @@ class V8Runtime:
         max_concurrent: Runs at once (one Deno process each); later runs wait their turn,
             first come, first served. Default: twice the CPU count, at least 4.
         deno_path: The ``deno`` binary; by default the one the ``deno`` package installed.
+        pin_cpu: Pin each run, for its duration, to the CPU its event loop is on when it starts:
+            the loop's thread and every thread of the run's Deno process (Linux; elsewhere
+            ignored). A sub-call is a pipe round trip between the two, and one within a CPU
+            is cheaper than one across CPUs on a loaded machine; the price is that they share
+            one CPU. Off by default; ``docs/performance.md`` has the figures both ways.
 
     Raises:
         ConfigurationError: a budget or option that is not a positive number, named.
@@ -250,6 +256,7 @@ class V8Runtime:
         spares: int = 2,
         deno_path: str | None = None,
         max_concurrent: int | None = None,
+        pin_cpu: bool = False,
     ) -> None:
         self.budgets = Budgets(timeout, max_memory, max_output, max_sub_calls)
         if not int_at_least(spares, 0):
@@ -263,6 +270,8 @@ class V8Runtime:
         self._spares: list[Future[_Child]] = []
         self._active: dict[_Child, ProgramFailure | None] = {}
         self._finalizer = weakref.finalize(self, _finish_all, self._spares)
+        self._pin_cpu = bool(pin_cpu)
+        self._caller_pins = CallerPins()
 
     def __repr__(self) -> str:
         return f"<V8Runtime {self.budgets}>"
@@ -305,6 +314,7 @@ class V8Runtime:
         logs = LogCapture(self.budgets.max_output)
         child = await self._take_child()
         self._active[child] = None
+        pins = self._pin(child)
         try:
             conversation = child.conversation
             conversation.begin(call_tool, logs, self.budgets)
@@ -317,6 +327,9 @@ class V8Runtime:
             except TimeoutError:
                 self._active[child] = self._active[child] or late
         finally:
+            if pins is not None:
+                pins.release()
+                self._caller_pins.release()
             stopped = self._active.pop(child, None)
             finished = self._retire(child)
         if stopped is not None:
@@ -325,6 +338,17 @@ class V8Runtime:
             await asyncio.wrap_future(finished)  # it is gone already: quick, and gives stderr
             return RunReport(failure=self._exit_failure(child), logs=logs.finish())
         return RunReport(report.value, report.failure, logs.finish())
+
+    def _pin(self, child: _Child) -> Pins | None:
+        """With ``pin_cpu``: the loop's thread and the child's threads on the loop's CPU."""
+        if not self._pin_cpu:
+            return None
+        cpu = self._caller_pins.acquire()
+        if cpu is None:
+            return None
+        pins = Pins(cpu)
+        pins.pin_process(child.process.pid)
+        return pins
 
     async def cancel(self) -> None:
         """Kill every run in progress; each reports kind ``abort``."""
