@@ -526,6 +526,48 @@ async def test_a_monty_program_awaiting_one_call_at_a_time_stops_its_worker_once
         await runtime.aclose()
 
 
+class _LoopTurns:
+    """Counts the event loop's waits for I/O (one per loop turn) while in use."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.turns = 0
+
+    def __enter__(self) -> _LoopTurns:
+        selector = self.loop._selector  # type: ignore[attr-defined]
+        select = selector.select
+
+        def counted(timeout: float | None = None) -> Any:
+            self.turns += 1
+            return select(timeout)
+
+        selector.select = counted
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        del self.loop._selector.select  # type: ignore[attr-defined]
+
+
+async def test_a_monty_sub_call_that_never_suspends_costs_the_loop_two_turns() -> None:
+    """A sub-call wakes the loop once: one turn starts the call's task, the next runs the
+    call through the lane to its commit and hands the outcome back (the lane runs a call that
+    may start at once in that task: no worker task, no hand-back through the loop; that was
+    five turns). Counted over 40 calls, with a margin for the run's own start and end."""
+    if not hasattr(asyncio.get_running_loop(), "_selector"):
+        pytest.skip("counts the turns of a selector event loop")
+    calls = 40
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    program = f"for i in range({calls}):\n    await tools.echo({{'i': i}})\n{calls}"
+    try:
+        await run_program("1", [echo_tool()], runtime=runtime)  # a warm worker
+        with _LoopTurns() as counter:
+            out = await run_program(program, [echo_tool()], runtime=runtime)
+        assert out.get("result") == calls, out
+        assert counter.turns <= 2 * calls + 10, counter.turns
+    finally:
+        await runtime.aclose()
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is seen only with two CPUs or more (Linux)",
