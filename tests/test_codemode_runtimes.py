@@ -568,6 +568,25 @@ async def test_a_monty_sub_call_that_never_suspends_costs_the_loop_two_turns() -
         await runtime.aclose()
 
 
+async def test_a_trivial_monty_run_costs_the_loop_three_turns() -> None:
+    """A run that calls no tool wakes the loop once, for its result: three turns in all (the
+    wake-up, the hand-back to the waiting task, the task). ``run_program``'s guard against a
+    runtime that ignores its patience runs the run in the caller's task (``wait_for`` ran it in
+    a task of its own: six turns)."""
+    if not hasattr(asyncio.get_running_loop(), "_selector"):
+        pytest.skip("counts the turns of a selector event loop")
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    try:
+        await run_program("1", [], runtime=runtime)  # a warm worker
+        for _ in range(3):
+            with _LoopTurns() as counter:
+                out = await run_program("1", [], runtime=runtime)
+            assert out.get("result") == 1, out
+            assert counter.turns <= 3, counter.turns
+    finally:
+        await runtime.aclose()
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is seen only with two CPUs or more (Linux)",
