@@ -587,6 +587,83 @@ async def test_a_trivial_monty_run_costs_the_loop_three_turns() -> None:
         await runtime.aclose()
 
 
+class _CountedFeeds(MontyRuntime):
+    """A Monty runtime whose pool records every feed, in order, by session."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=20, type_check=False)
+        self.feeds: list[tuple[str, int]] = []
+
+    def _start_pool(self) -> Any:
+        pool = super()._start_pool()
+        runtime = self
+
+        class Session:
+            def __init__(self, session: Any) -> None:
+                self._session = session
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._session, name)
+
+            def feed_run(self, code: str, **options: Any) -> Any:
+                runtime.feeds.append(("prelude" if "_toolnexus_bind" in code else "run", id(self)))
+                return self._session.feed_run(code, **options)
+
+            def feed_start(self, code: str, **options: Any) -> Any:
+                runtime.feeds.append(("program", id(self)))
+                return self._session.feed_start(code, **options)
+
+        class Checkout:
+            def __init__(self, checkout: Any) -> None:
+                self._checkout = checkout
+
+            def __enter__(self) -> Session:
+                return Session(self._checkout.__enter__())
+
+            def __exit__(self, *exc_info: Any) -> Any:
+                return self._checkout.__exit__(*exc_info)
+
+        class Pool:
+            def checkout(self, **options: Any) -> Checkout:
+                return Checkout(pool.checkout(**options))
+
+            def __exit__(self, *exc_info: Any) -> Any:
+                return pool.__exit__(*exc_info)
+
+        counted = Pool()
+        self._pool = counted  # type: ignore[assignment]
+        self._spares.open(counted)  # type: ignore[arg-type]
+        return counted
+
+
+async def test_a_monty_run_after_one_with_the_same_tools_starts_at_its_program() -> None:
+    """Once a run's result is out, its driver prepares the next run's session (checked out,
+    the prelude fed), so a run that follows one with the same tools feeds its worker once, the
+    program; a run with other tools feeds its own prelude first, as before, and every run
+    still gets a session no program ran in."""
+    runtime = _CountedFeeds()
+    tool = echo_tool()
+    try:
+        for _ in range(3):
+            runtime.feeds.clear()
+            out = await run_program("x = 1\nawait tools.echo({'i': 1})", [tool], runtime=runtime)
+            assert out.get("result") == {"echo": {"i": 1}}, out
+            for _ in range(500):  # the next run's session is prepared in the background
+                if runtime._spares._held is not None:
+                    break
+                await asyncio.sleep(0.01)
+        # the run: the program alone, in a session fed the prelude before it started
+        run, spare = runtime.feeds
+        assert run[0] == "program" and spare[0] == "prelude" and run[1] != spare[1]
+        runtime.feeds.clear()
+        out = await run_program("x", [tool, failing_tool()], runtime=runtime)  # other tools
+        assert "NameError" in out["error"]["message"], out  # nothing of the last run is left
+        assert [kind for kind, _ in runtime.feeds[:2]] == ["prelude", "program"]
+    finally:
+        await runtime.aclose()
+    assert runtime._spares._held is None  # given back when the runtime closed
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is seen only with two CPUs or more (Linux)",

@@ -5,8 +5,8 @@ background thread calling into asyncio, which with ``AsyncMonty`` can abort the 
 interpreter exit (seen with pydantic-monty 1.4).
 
 A run: the type check starts in a helper thread (``_monty_checker.py``) while a driver thread
-(``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude; then the
-program runs, its tool calls streaming into the loop's scheduler lane, their outcomes resumed in
+(``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude (or takes
+the spare session the run before it prepared, its prelude already fed); then the program runs, its tool calls streaming into the loop's scheduler lane, their outcomes resumed in
 commit order. The loop only waits for the result.
 
 Why the host enforces the wall clock: Monty's own duration limit counts execution only, not time
@@ -40,7 +40,13 @@ from toolnexus.codemode.runtimes._base import (
     run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, inspect_program
+from toolnexus.codemode.runtimes._monty_run import (
+    Run,
+    SpareSession,
+    Stopped,
+    TypeProblems,
+    inspect_program,
+)
 from toolnexus.codemode.runtimes._pinning import CallerPins, own_cpus, unpin_thread
 from toolnexus.scheduling import snapshot
 
@@ -85,7 +91,9 @@ class MontyRuntime:
         type_check: Type-check every program against the SDK before running it (default on);
             a program that does not check fails with kind ``type_error`` and never runs.
         max_workers: Runs at once; more runs wait for a free worker process.
-        warm_workers: Worker processes started ahead of the first run and kept warm.
+        warm_workers: Worker processes started ahead of the first run and kept warm. After a
+            run, one more is kept with the prelude of that run's tools already fed, so the next
+            run with the same tools starts at its program.
         pin_cpu: Pin each run, for its duration, to the CPU its event loop is on when it starts:
             the loop's thread, the run's driver thread and its worker process (Linux; elsewhere
             ignored). Sub-calls hop between the three, and a hop within one CPU is several
@@ -129,6 +137,7 @@ class MontyRuntime:
         self._warm_workers = min(warm_workers, max_workers)
         self._slots = threading.BoundedSemaphore(max_workers)  # sessions held by runs
         self._checkers = CheckerCache()
+        self._spares = SpareSession()  # the next run's session, its prelude fed
         self._pool: monty.Monty | None = None
         self._pool_lock = threading.Lock()  # not asyncio's: a runtime may outlive its loop
         # Drivers wait for a slot inside their own thread, so size this generously: a waiting
@@ -183,7 +192,14 @@ class MontyRuntime:
         self._active.add(run)
         try:
             self._drivers.submit(
-                run.execute, pool, self._slots, self._limits(), code, list(tool_names), check
+                run.execute,
+                pool,
+                self._slots,
+                self._limits(),
+                code,
+                list(tool_names),
+                check,
+                self._spares,
             )
             failure, value = await self._supervise(run, waited_for)
         finally:
@@ -222,6 +238,7 @@ class MontyRuntime:
             pool, self._pool = self._pool, None
         if pool is not None:
             loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._helpers, self._spares.close)
             await loop.run_in_executor(self._helpers, self._checkers.close)
             await loop.run_in_executor(self._helpers, pool.__exit__, None, None, None)
 
@@ -250,11 +267,13 @@ class MontyRuntime:
             if self._pool is None:
                 pool = monty.Monty(
                     min_processes=self._warm_workers,
-                    max_processes=self._max_workers + CheckerCache.SIZE,
+                    # the runs' workers, the checkers' and the spare session's
+                    max_processes=self._max_workers + CheckerCache.SIZE + 1,
                     request_timeout=self.budgets.timeout + 5.0,
                     max_checkouts_per_worker=500,
                 )
                 self._pool = pool.__enter__()
+                self._spares.open(self._pool)
             return self._pool
 
     async def _supervise(
