@@ -6,8 +6,9 @@ interpreter exit (seen with pydantic-monty 1.4).
 
 A run: the type check starts in a helper thread (``_monty_checker.py``) while a driver thread
 (``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude (or takes
-the spare session the run before it prepared, its prelude already fed); then the program runs, its tool calls streaming into the loop's scheduler lane, their outcomes resumed in
-commit order. The loop only waits for the result.
+the spare session the run before it prepared, its prelude already fed); then the program runs,
+its tool calls streaming into the loop's scheduler lane, their outcomes resumed in commit
+order. The loop only waits for the result.
 
 Why the host enforces the wall clock: Monty's own duration limit counts execution only, not time
 suspended on the host, so a run waiting on slow tools would outlive its budget. At the deadline
@@ -68,16 +69,6 @@ def _raised_by_host(exc: monty.MontyRuntimeError) -> bool:
     """
     frames = exc.traceback()
     return len(frames) >= 2 and frames[-1].filename != frames[0].filename
-
-
-def _remaining(deadline: float, loop: asyncio.AbstractEventLoop) -> float | None:
-    """Seconds until ``deadline`` (``None``: no deadline), never negative."""
-    return None if deadline == math.inf else max(deadline - loop.time(), 0.0)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 class MontyRuntime:
@@ -282,8 +273,6 @@ class MontyRuntime:
         """Wait for the run's result; stop it past its time budget (counted from when it got a
         worker), past the caller's patience (counted from the call), or when the caller
         cancels."""
-        result = asyncio.wrap_future(run.result)
-        result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
         loop = run.loop
         patience_ends = math.inf if patience is None else patience[0]
         late: ProgramFailure | None = None
@@ -296,7 +285,7 @@ class MontyRuntime:
                     deadline, late = run_deadline(self.budgets, run.started.result(), patience)
                 else:
                     deadline = min(patience_ends, loop.time() + self.budgets.timeout)
-                done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+                done = await run.until_done(deadline)
                 if done or late is not None:
                     break
                 queued = not run.started.done()
@@ -313,7 +302,7 @@ class MontyRuntime:
         if run.stopped is not None:
             return run.stopped, None
         try:
-            output = result.result()
+            output = run.result.result()
         except Stopped as stopped:
             return stopped.failure, None
         except monty.MontyError as exc:

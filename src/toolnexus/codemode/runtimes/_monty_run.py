@@ -14,6 +14,7 @@ import ast
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import queue
 import signal
@@ -224,6 +225,11 @@ def _give_back(checkout: Any) -> None:
         checkout.__exit__(None, None, None)
 
 
+def _wake_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Stopped(Exception):
     """The run was stopped by the host (deadline, cancel, budget); ``failure`` says why."""
 
@@ -266,6 +272,8 @@ class Run:
         self._outcomes: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pid: int | None = None
         self._lock = threading.Lock()  # pid and stopped: read by both threads
+        self._wake: asyncio.Future[None] | None = None  # loop side: what until_done awaits
+        self.result.add_done_callback(self._result_in)
 
     @property
     def pid(self) -> int | None:
@@ -283,6 +291,37 @@ class Run:
         self.calls.pop(call_id, None)
         self._outcomes.put((call_id, outcome))  # straight to the driver, no extra loop turn
         return outcome
+
+    async def until_done(self, deadline: float) -> bool:
+        """Whether ``result`` is in, waiting for it until ``deadline`` (loop time; ``inf``: no
+        limit) at the latest.
+
+        Why not ``asyncio.wait`` on ``wrap_future(result)``: each of those chains one more
+        future, one more loop turn between the driver's result and the waiting task; here the
+        driver's one hand-off resolves the future the task awaits.
+        """
+        if self.result.done():
+            return True
+        loop = self.loop
+        wake = self._wake = loop.create_future()
+        timer = None if deadline == math.inf else loop.call_at(deadline, _wake_up, wake)
+        try:
+            await wake
+        finally:
+            self._wake = None
+            if timer is not None:
+                timer.cancel()
+        return self.result.done()
+
+    def _result_in(self, result: Future[Any]) -> None:
+        """Driver thread (``result`` was just set): wake the loop if it waits for it."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self.loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            _wake_up(wake)
 
     def stop(self, failure: ProgramFailure) -> None:
         """Kill the worker (if it has one yet) and wake the driver; the first reason wins."""
