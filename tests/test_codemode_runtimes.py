@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from helpers import Probe, RuntimeFactory
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
+from toolnexus.codemode.runtimes._monty_run import worker_alive
 from toolnexus.errors import ConfigurationError
 
 
@@ -663,6 +665,33 @@ async def test_a_monty_run_after_one_with_the_same_tools_starts_at_its_program()
     finally:
         await runtime.aclose()
     assert runtime._spares._held is None  # given back when the runtime closed
+
+
+async def test_a_spare_monty_session_whose_worker_died_is_not_used() -> None:
+    """A kept session whose worker died while it waited (killed, out of memory) is given back,
+    and the run checks out a live worker as it would without a spare."""
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+    try:
+        out = await run_program("await tools.echo({'i': 1})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 1}}, out
+        for _ in range(500):
+            if runtime._spares._held is not None:
+                break
+            await asyncio.sleep(0.01)
+        held = runtime._spares._held
+        assert held is not None
+        pid = held[2].worker_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(500):  # gone, or a zombie
+            if not worker_alive(pid):
+                break
+            await asyncio.sleep(0.01)
+        out = await run_program("await tools.echo({'i': 2})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 2}}, out
+    finally:
+        await runtime.aclose()
 
 
 @pytest.mark.skipif(

@@ -44,6 +44,7 @@ __all__ = [
     "inspect_program",
     "prelude",
     "program_problem",
+    "worker_alive",
 ]
 
 logger = logging.getLogger("toolnexus.codemode")
@@ -181,12 +182,20 @@ class SpareSession:
 
     def take(self, pool: monty.Monty, key: SpareKey) -> tuple[Any, monty.MontySession] | None:
         """The kept session (its checkout, the session) if it was prepared for ``key`` in
-        ``pool``; it is the caller's from now on."""
+        ``pool`` and its worker is still alive; it is the caller's from now on.
+
+        Why the liveness check: the pool replaces a worker that died while idle when it is
+        checked out, but a kept session was checked out already, so a worker that died while
+        kept (killed, out of memory) would fail the run that takes it.
+        """
         with self._lock:
             held = self._held
             if held is None or held[0] != key or self._pool is not pool:
                 return None
             self._held = None
+        if not worker_alive(held[2].worker_pid):
+            _give_back(held[1])
+            return None
         return held[1], held[2]
 
     def prepare(self, pool: monty.Monty, key: SpareKey, limits: monty.ResourceLimits) -> None:
@@ -214,6 +223,26 @@ class SpareSession:
                 held = (key, checkout, session)
         if held is not None:
             _give_back(held[1])
+
+
+def worker_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` still runs (not gone, not a zombie); ``False`` for ``None``."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc (not Linux): whether it exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
 
 
 def _discard(stream: str, text: str) -> None:
