@@ -575,19 +575,25 @@ async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:
     driver's hand-off resolves the future the task awaits, then the task). ``run_program``'s
     guard against a runtime that ignores its patience runs the run in the caller's task
     (``wait_for`` ran it in a task of its own), and the runtime awaits its result without
-    ``asyncio.wait`` on a wrapped future: six turns before, three with only the first."""
+    ``asyncio.wait`` on a wrapped future: six turns before, three with only the first.
+
+    A run may see one turn more: when the last run's hand-off was handled before its byte
+    reached the loop's self-pipe, the byte wakes the next wait once for nothing. So the
+    fewest turns over several runs is what is counted."""
     if not hasattr(asyncio.get_running_loop(), "_selector"):
         pytest.skip("counts the turns of a selector event loop")
     runtime = MontyRuntime(timeout=20, type_check=False)
+    turns: list[int] = []
     try:
         await run_program("1", [], runtime=runtime)  # a warm worker
-        for _ in range(3):
+        for _ in range(5):
             with _LoopTurns() as counter:
                 out = await run_program("1", [], runtime=runtime)
             assert out.get("result") == 1, out
-            assert counter.turns <= 2, counter.turns
+            turns.append(counter.turns)
     finally:
         await runtime.aclose()
+    assert min(turns) <= 2 and max(turns) <= 3, turns
 
 
 class _CountedFeeds(MontyRuntime):
