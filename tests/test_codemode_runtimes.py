@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from helpers import Probe, RuntimeFactory
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
+from toolnexus.codemode.runtimes._monty_run import worker_alive
 from toolnexus.errors import ConfigurationError
 
 
@@ -599,6 +601,178 @@ async def test_a_monty_program_awaiting_one_call_at_a_time_stops_its_worker_once
         runtime.stops = 4 * calls
         out = await run_program(gathered, [tool], runtime=runtime)
         assert out.get("result") == sum(range(calls)), out
+    finally:
+        await runtime.aclose()
+
+
+class _LoopTurns:
+    """Counts the event loop's waits for I/O (one per loop turn) while in use."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.turns = 0
+
+    def __enter__(self) -> _LoopTurns:
+        selector = self.loop._selector  # type: ignore[attr-defined]
+        select = selector.select
+
+        def counted(timeout: float | None = None) -> Any:
+            self.turns += 1
+            return select(timeout)
+
+        selector.select = counted
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        del self.loop._selector.select  # type: ignore[attr-defined]
+
+
+async def test_a_monty_sub_call_that_never_suspends_costs_the_loop_two_turns() -> None:
+    """A sub-call wakes the loop once: one turn starts the call's task, the next runs the
+    call through the lane to its commit and hands the outcome back (the lane runs a call that
+    may start at once in that task: no worker task, no hand-back through the loop; that was
+    five turns). Counted over 40 calls, with a margin for the run's own start and end."""
+    if not hasattr(asyncio.get_running_loop(), "_selector"):
+        pytest.skip("counts the turns of a selector event loop")
+    calls = 40
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    program = f"for i in range({calls}):\n    await tools.echo({{'i': i}})\n{calls}"
+    try:
+        await run_program("1", [echo_tool()], runtime=runtime)  # a warm worker
+        with _LoopTurns() as counter:
+            out = await run_program(program, [echo_tool()], runtime=runtime)
+        assert out.get("result") == calls, out
+        assert counter.turns <= 2 * calls + 10, counter.turns
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:
+    """A run that calls no tool wakes the loop once, for its result: two turns in all (the
+    driver's hand-off resolves the future the task awaits, then the task). ``run_program``'s
+    guard against a runtime that ignores its patience runs the run in the caller's task
+    (``wait_for`` ran it in a task of its own), and the runtime awaits its result without
+    ``asyncio.wait`` on a wrapped future: six turns before, three with only the first.
+
+    A run may see one turn more: when the last run's hand-off was handled before its byte
+    reached the loop's self-pipe, the byte wakes the next wait once for nothing. So the
+    fewest turns over several runs is what is counted."""
+    if not hasattr(asyncio.get_running_loop(), "_selector"):
+        pytest.skip("counts the turns of a selector event loop")
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    turns: list[int] = []
+    try:
+        await run_program("1", [], runtime=runtime)  # a warm worker
+        for _ in range(5):
+            with _LoopTurns() as counter:
+                out = await run_program("1", [], runtime=runtime)
+            assert out.get("result") == 1, out
+            turns.append(counter.turns)
+    finally:
+        await runtime.aclose()
+    assert min(turns) <= 2 and max(turns) <= 3, turns
+
+
+class _CountedFeeds(MontyRuntime):
+    """A Monty runtime whose pool records every feed, in order, by session."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=20, type_check=False)
+        self.feeds: list[tuple[str, int]] = []
+
+    def _start_pool(self) -> Any:
+        pool = super()._start_pool()
+        runtime = self
+
+        class Session:
+            def __init__(self, session: Any) -> None:
+                self._session = session
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._session, name)
+
+            def feed_run(self, code: str, **options: Any) -> Any:
+                runtime.feeds.append(("prelude" if "_toolnexus_bind" in code else "run", id(self)))
+                return self._session.feed_run(code, **options)
+
+            def feed_start(self, code: str, **options: Any) -> Any:
+                runtime.feeds.append(("program", id(self)))
+                return self._session.feed_start(code, **options)
+
+        class Checkout:
+            def __init__(self, checkout: Any) -> None:
+                self._checkout = checkout
+
+            def __enter__(self) -> Session:
+                return Session(self._checkout.__enter__())
+
+            def __exit__(self, *exc_info: Any) -> Any:
+                return self._checkout.__exit__(*exc_info)
+
+        class Pool:
+            def checkout(self, **options: Any) -> Checkout:
+                return Checkout(pool.checkout(**options))
+
+            def __exit__(self, *exc_info: Any) -> Any:
+                return pool.__exit__(*exc_info)
+
+        counted = Pool()
+        self._pool = counted  # type: ignore[assignment]
+        self._spares.open(counted)  # type: ignore[arg-type]
+        return counted
+
+
+async def test_a_monty_run_after_one_with_the_same_tools_starts_at_its_program() -> None:
+    """Once a run's result is out, its driver prepares the next run's session (checked out,
+    the prelude fed), so a run that follows one with the same tools feeds its worker once, the
+    program; a run with other tools feeds its own prelude first, as before, and every run
+    still gets a session no program ran in."""
+    runtime = _CountedFeeds()
+    tool = echo_tool()
+    try:
+        for _ in range(3):
+            runtime.feeds.clear()
+            out = await run_program("x = 1\nawait tools.echo({'i': 1})", [tool], runtime=runtime)
+            assert out.get("result") == {"echo": {"i": 1}}, out
+            for _ in range(500):  # the next run's session is prepared in the background
+                if runtime._spares._held is not None:
+                    break
+                await asyncio.sleep(0.01)
+        # the run: the program alone, in a session fed the prelude before it started
+        run, spare = runtime.feeds
+        assert run[0] == "program" and spare[0] == "prelude" and run[1] != spare[1]
+        runtime.feeds.clear()
+        out = await run_program("x", [tool, failing_tool()], runtime=runtime)  # other tools
+        assert "NameError" in out["error"]["message"], out  # nothing of the last run is left
+        assert [kind for kind, _ in runtime.feeds[:2]] == ["prelude", "program"]
+    finally:
+        await runtime.aclose()
+    assert runtime._spares._held is None  # given back when the runtime closed
+
+
+async def test_a_spare_monty_session_whose_worker_died_is_not_used() -> None:
+    """A kept session whose worker died while it waited (killed, out of memory) is given back,
+    and the run checks out a live worker as it would without a spare."""
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+    try:
+        out = await run_program("await tools.echo({'i': 1})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 1}}, out
+        for _ in range(500):
+            if runtime._spares._held is not None:
+                break
+            await asyncio.sleep(0.01)
+        held = runtime._spares._held
+        assert held is not None
+        pid = held[2].worker_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(500):  # gone, or a zombie
+            if not worker_alive(pid):
+                break
+            await asyncio.sleep(0.01)
+        out = await run_program("await tools.echo({'i': 2})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 2}}, out
     finally:
         await runtime.aclose()
 

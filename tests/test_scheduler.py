@@ -191,6 +191,91 @@ async def test_call_and_dispatch_fun_route_through_the_lane(probe: Probe) -> Non
     assert [data["seq"] for _, data in lane.logged_events()] == [1, 2, 3, 4, 5, 6]
 
 
+async def test_a_call_that_may_start_at_once_runs_in_the_awaiting_task_without_a_loop_turn() -> (
+    None
+):
+    """``call_in_task`` (what ``dispatch_fun`` is): a call that never suspends, on a lane with
+    nothing waiting to begin, commits inside the caller's own step: no worker task, no
+    hand-back through the loop. It is still audited and timed like any other call."""
+    session = Session()
+    ran_in: list[asyncio.Task[Any] | None] = []
+
+    async def execute(args: dict[str, Any]) -> int:
+        ran_in.append(asyncio.current_task())
+        return int(args["n"]) * 2
+
+    double = Tool("double", execute=execute)
+    async with Scheduler(max_parallel=2, session=session, call_id="c") as lane:
+        for n in range(3):
+            step = lane.dispatch_fun()(double, {"n": n}, None)
+            with pytest.raises(StopIteration) as done:
+                step.send(None)  # it never yields: the call ran and committed right here
+            assert done.value.value == Outcome(value=2 * n)
+    assert ran_in == [asyncio.current_task()] * 3
+    kinds = [kind for kind, _ in lane.logged_events()]
+    assert kinds == ["tool_call", "call_timing"] * 3
+    assert [data["seq"] for _, data in lane.logged_events()] == [1, 1, 2, 2, 3, 3]
+
+
+async def test_calls_run_in_their_tasks_keep_the_cap_the_start_order_and_the_commit_order(
+    probe: Probe,
+) -> None:
+    """Each caller runs its own call while the rule lets it start: at most ``max_parallel``
+    at once, the rest begin (in a worker) in submission order as places free up, and every
+    outcome is delivered in submission order however the work raced."""
+    read = probe.tool("read")
+    returned: list[str] = []
+
+    async def one(key: str) -> None:
+        outcome = await lane.call_in_task(read, {"id": key, "gate": key})
+        returned.append(str(outcome.value))
+
+    async with Scheduler(max_parallel=2) as lane:
+        tasks = [asyncio.create_task(one(str(i))) for i in range(5)]
+        await settle_loop()
+        assert probe.starts() == ["0", "1"] and probe.peak == 2  # the cap, in order
+        for key in ["1", "3", "2"]:  # later calls finish first
+            probe.gate(key).set()
+            await settle_loop()
+        assert returned == []  # call 0 still runs: nothing after it may be delivered
+        assert probe.peak == 2
+        for key in ["0", "4"]:
+            probe.gate(key).set()
+        await asyncio.gather(*tasks)
+    assert returned == ["0", "1", "2", "3", "4"]
+    assert probe.starts() == ["0", "1", "2", "3", "4"]
+    assert probe.peak == 2
+
+
+async def test_cancelling_the_task_of_a_call_run_in_it_abandons_the_call(probe: Probe) -> None:
+    """A call run in its caller's task ends with that task: it is answered abandoned, and the
+    lane carries on with the calls after it."""
+    read = probe.tool("read")
+    async with Scheduler(max_parallel=1) as lane:
+        first = asyncio.create_task(lane.call_in_task(read, {"id": "a", "gate": "never"}))
+        await settle_loop()
+        second = lane.submit(read, {"id": "b"})
+        assert probe.starts() == ["a"]
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert (await lane.wait(second)).value == "b"
+    events = [data for kind, data in lane.logged_events() if kind == "tool_call"]
+    assert [data["seq"] for data in events] == [1, 2]
+    assert probe.log == [("start", "a"), ("end", "a"), ("start", "b"), ("end", "b")]
+
+
+async def test_stop_cancels_a_call_running_in_its_callers_task(probe: Probe) -> None:
+    read = probe.tool("read")
+    lane = Scheduler()
+    caller = asyncio.create_task(lane.call_in_task(read, {"id": "a", "gate": "never"}))
+    await settle_loop()
+    assert probe.active == {"a"}
+    await lane.stop()
+    assert probe.active == set()  # cancelled, and stop() waited for it to unwind
+    assert caller.cancelled()
+
+
 # -- the dispatch seam and failures as data --------------------------------------------------
 
 

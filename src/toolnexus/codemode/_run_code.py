@@ -309,8 +309,12 @@ async def _execute(
                 patience=patience,
             )
             report: RunReport | None
-            try:  # the runtime honours patience itself; this guards against one that does not
-                report = await asyncio.wait_for(run, patience + PATIENCE_GRACE_SECONDS)
+            # The runtime honours patience itself; this guards against one that does not. Why
+            # asyncio.timeout and not wait_for: wait_for (3.11) runs the run in a task of its
+            # own, a task and two loop turns more per run.
+            try:
+                async with asyncio.timeout(patience + PATIENCE_GRACE_SECONDS):
+                    report = await run
             except TimeoutError:
                 report = None
         finally:

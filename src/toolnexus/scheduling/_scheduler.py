@@ -271,6 +271,7 @@ class Scheduler:
         self._calls: dict[int, _Call] = {}
         self._events: list[Event] = []
         self._workers: set[asyncio.Task[None]] = set()
+        self._here: set[asyncio.Task[Any]] = set()  # tasks running a call of call_in_task
         self._ready: deque[_Call] = deque()  # started, not yet taken by a worker, in order
         self._context = contextvars.copy_context()
         self._stopped = False
@@ -306,19 +307,30 @@ class Scheduler:
         loop, a stopped lane) is answered at once with an error outcome and takes no place in
         the lane.
         """
+        ticket, started = self._admit(tool, args, run_ctx, call_id)
+        if started:
+            self._carry_out([], started, take=False)
+        return ticket
+
+    def _admit(
+        self, tool: Tool, args: Any, run_ctx: Any, call_id: str | None
+    ) -> tuple[Ticket, list[int]]:
+        """`submit` up to the rule's answer: the ticket, and the calls the rule started now
+        (not yet carried out)."""
         name = _tool_name(tool)
         if self._stopped:
-            return self._answered(name, SCHEDULER_GONE)
+            return self._answered(name, SCHEDULER_GONE), []
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return self._answered(name, "submit() needs a running event loop; call it from one")
+            return self._answered(name, "submit() needs a running event loop; call it from one"), []
         if not isinstance(tool, Tool):
-            return self._answered(name, f"{name} is not a toolnexus Tool")
+            return self._answered(name, f"{name} is not a toolnexus Tool"), []
         raw = {} if args is None else args
         dispatched = snapshot(raw)
         if not isinstance(dispatched, dict):
-            return self._answered(name, f"arguments must be an object, got {type(args).__name__}")
+            problem = f"arguments must be an object, got {type(args).__name__}"
+            return self._answered(name, problem), []
         logged = snapshot(raw) if self._audit else None  # only an audit event shows it
         mode, resources = classify(tool, dispatched)
         if (
@@ -332,8 +344,7 @@ class Scheduler:
         self._calls[seq] = _Call(
             seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources, time.time()
         )
-        self._carry_out([], started, take=False)
-        return Ticket(self, seq, name, future)
+        return Ticket(self, seq, name, future), started
 
     async def wait(self, ticket: Ticket, timeout: float | None = None) -> Outcome:  # noqa: ASYNC109
         """The outcome of ``ticket``, once the call has committed; never raises.
@@ -375,13 +386,76 @@ class Scheduler:
             return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE)
         return await future
 
+    async def call_in_task(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
+        """`call` for a caller that awaits each call from a task of its own (a Code Mode
+        runtime does): a call the rule lets start at once, with no started call still waiting
+        for a worker, runs right here, in the awaiting task.
+
+        Why: a call handed to a worker task costs the worker's start and a hand-back through
+        ``asyncio.shield``, three loop turns before the caller resumes; here a call that never
+        suspends (a lookup, a cached answer) commits and returns within the caller's step. The
+        lane's guarantees hold: the rule started the call (it counts against ``max_parallel``),
+        it begins after every call that started before it, it is audited when it starts, and
+        its outcome is delivered in submission order (a call that finishes before an earlier
+        one waits for it, as with `wait`). Unlike `call`, cancelling the awaiting task cancels
+        a call that runs here; it is answered "code run is over; tool call abandoned", and
+        `stop` cancels such tasks as it cancels its workers.
+        """
+        ticket, started = self._admit(tool, args, run_ctx, None)
+        task = asyncio.current_task()
+        if task is None or started != [ticket.seq] or self._ready:
+            if started:
+                self._carry_out([], started, take=False)
+            return await self.wait(ticket)
+        call = self._calls[ticket.seq]
+        self._begin(call)
+        self._here.add(task)
+        try:
+            outcome = await self._run_here(call, task)
+        finally:
+            self._here.discard(task)
+        if self._stopped:  # stop() answered it (it had not committed), or it already had
+            return await self.wait(ticket)
+        self._settle(call, outcome, take=False)
+        return await self.wait(ticket)  # at once, unless an earlier call has yet to commit
+
+    async def _run_here(self, call: _Call, task: asyncio.Task[Any]) -> Outcome:
+        """Run one started call in the awaiting ``task`` (see `call_in_task`); its outcome."""
+        call.started = time.time()
+        name = call.tool.name
+        context = self._context.copy()  # the call's own copy of the creator's context
+        try:
+            value = await InContext(context, context.run(self._coroutine, call))
+        except asyncio.CancelledError:
+            end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
+            if task.cancelling():  # the caller's (or stop()'s) cancellation: abandoned
+                if not self._stopped:
+                    self._settle(call, Outcome.failure(name, ABANDONED), take=False)
+                raise
+            logger.warning("tool %r: its call was cancelled before it finished", name)
+            return Outcome.failure(name, DID_NOT_COMPLETE)
+        except Exception as exc:
+            outcome = outcome_from_exception(name, exc)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
+            outcome = outcome_from_exception(name, exc)
+            end_tool_span(call.span, outcome.error)
+            if not self._stopped:
+                self._settle(call, outcome, take=False)
+            raise
+        else:
+            outcome = outcome_from_value(name, value)
+        end_tool_span(call.span, outcome.error)
+        return outcome
+
     def dispatch_fun(self) -> Callable[[Tool, Any, Any], Awaitable[Outcome]]:
         """This lane as a dispatch function ``(tool, args, run_ctx) -> Outcome``.
 
         Hand it to Code Mode bindings so that every tool function of a program routes through
         the lane: ordering, ``max_parallel``, snapshots and audit events all live behind it.
+        It is `call_in_task`: await each call from a task of its own, as Code Mode runtimes
+        do (cancelling that task abandons a call it runs).
         """
-        return self.call
+        return self.call_in_task
 
     def logged_events(self) -> list[tuple[str, dict[str, Any]]]:
         """The ``(type, data)`` pairs this lane appended to its session, in order."""
@@ -408,7 +482,9 @@ class Scheduler:
                 call.finished = call.finished or time.time()
                 self._log_timing(call, outcome)
             self._deliver(call, outcome)
-        workers = [w for w in self._workers if not w.done()]
+        current = asyncio.current_task()
+        here = [t for t in self._here if t is not current and not t.done()]
+        workers = [w for w in self._workers if not w.done()] + here
         for worker in workers:
             worker.cancel()
         if workers:
@@ -452,18 +528,22 @@ class Scheduler:
             self._deliver(call, call.outcome)
         if not started:
             return self._ready.popleft() if take and self._ready else None
-        rule, ready = self._rule, self._ready
+        ready = self._ready
         for seq in started:
             call = calls[seq]
-            call.waited = rule.waited_for(seq)
-            if self._audit:
-                self._log_start(call)
-            elif call.resources is not None:
-                self._log_resources(call)
+            self._begin(call)
             ready.append(call)
         for _ in range(len(started) - 1 if take else len(started)):
             self._spawn()
         return ready.popleft() if take else None
+
+    def _begin(self, call: _Call) -> None:
+        """A call the rule has started: what it waited for, and its audit event."""
+        call.waited = self._rule.waited_for(call.seq)
+        if self._audit:
+            self._log_start(call)
+        elif call.resources is not None:
+            self._log_resources(call)
 
     def _spawn(self) -> None:
         slot = _Slot()

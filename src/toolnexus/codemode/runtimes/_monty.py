@@ -5,9 +5,10 @@ background thread calling into asyncio, which with ``AsyncMonty`` can abort the 
 interpreter exit (seen with pydantic-monty 1.4).
 
 A run: the type check starts in a helper thread (``_monty_checker.py``) while a driver thread
-(``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude; then the
-program runs, its tool calls streaming into the loop's scheduler lane, their outcomes resumed in
-commit order. The loop only waits for the result.
+(``_monty_run.py``) takes a worker slot, checks out a session and feeds the prelude (or takes
+the spare session the run before it prepared, its prelude already fed); then the program runs,
+its tool calls streaming into the loop's scheduler lane, their outcomes resumed in commit
+order. The loop only waits for the result.
 
 Why the host enforces the wall clock: Monty's own duration limit counts execution only, not time
 suspended on the host, so a run waiting on slow tools would outlive its budget. At the deadline
@@ -40,7 +41,13 @@ from toolnexus.codemode.runtimes._base import (
     run_deadline,
 )
 from toolnexus.codemode.runtimes._monty_checker import CheckerCache
-from toolnexus.codemode.runtimes._monty_run import Run, Stopped, TypeProblems, inspect_program
+from toolnexus.codemode.runtimes._monty_run import (
+    Run,
+    SpareSession,
+    Stopped,
+    TypeProblems,
+    inspect_program,
+)
 from toolnexus.codemode.runtimes._pinning import CallerPins, own_cpus, unpin_thread
 from toolnexus.scheduling import snapshot
 
@@ -64,16 +71,6 @@ def _raised_by_host(exc: monty.MontyRuntimeError) -> bool:
     return len(frames) >= 2 and frames[-1].filename != frames[0].filename
 
 
-def _remaining(deadline: float, loop: asyncio.AbstractEventLoop) -> float | None:
-    """Seconds until ``deadline`` (``None``: no deadline), never negative."""
-    return None if deadline == math.inf else max(deadline - loop.time(), 0.0)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
 class MontyRuntime:
     """Runs Python programs in the Monty sandbox (``pydantic-monty``); the default runtime.
 
@@ -85,7 +82,9 @@ class MontyRuntime:
         type_check: Type-check every program against the SDK before running it (default on);
             a program that does not check fails with kind ``type_error`` and never runs.
         max_workers: Runs at once; more runs wait for a free worker process.
-        warm_workers: Worker processes started ahead of the first run and kept warm.
+        warm_workers: Worker processes started ahead of the first run and kept warm. After a
+            run, one more is kept with the prelude of that run's tools already fed, so the next
+            run with the same tools starts at its program.
         pin_cpu: Pin each run, for its duration, to the CPU its event loop is on when it starts:
             the loop's thread, the run's driver thread and its worker process (Linux; elsewhere
             ignored). Sub-calls hop between the three, and a hop within one CPU is several
@@ -129,6 +128,7 @@ class MontyRuntime:
         self._warm_workers = min(warm_workers, max_workers)
         self._slots = threading.BoundedSemaphore(max_workers)  # sessions held by runs
         self._checkers = CheckerCache()
+        self._spares = SpareSession()  # the next run's session, its prelude fed
         self._pool: monty.Monty | None = None
         self._pool_lock = threading.Lock()  # not asyncio's: a runtime may outlive its loop
         # Drivers wait for a slot inside their own thread, so size this generously: a waiting
@@ -183,7 +183,14 @@ class MontyRuntime:
         self._active.add(run)
         try:
             self._drivers.submit(
-                run.execute, pool, self._slots, self._limits(), code, list(tool_names), check
+                run.execute,
+                pool,
+                self._slots,
+                self._limits(),
+                code,
+                list(tool_names),
+                check,
+                self._spares,
             )
             failure, value = await self._supervise(run, waited_for)
         finally:
@@ -222,6 +229,7 @@ class MontyRuntime:
             pool, self._pool = self._pool, None
         if pool is not None:
             loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._helpers, self._spares.close)
             await loop.run_in_executor(self._helpers, self._checkers.close)
             await loop.run_in_executor(self._helpers, pool.__exit__, None, None, None)
 
@@ -250,11 +258,13 @@ class MontyRuntime:
             if self._pool is None:
                 pool = monty.Monty(
                     min_processes=self._warm_workers,
-                    max_processes=self._max_workers + CheckerCache.SIZE,
+                    # the runs' workers, the checkers' and the spare session's
+                    max_processes=self._max_workers + CheckerCache.SIZE + 1,
                     request_timeout=self.budgets.timeout + 5.0,
                     max_checkouts_per_worker=500,
                 )
                 self._pool = pool.__enter__()
+                self._spares.open(self._pool)
             return self._pool
 
     async def _supervise(
@@ -263,8 +273,6 @@ class MontyRuntime:
         """Wait for the run's result; stop it past its time budget (counted from when it got a
         worker), past the caller's patience (counted from the call), or when the caller
         cancels."""
-        result = asyncio.wrap_future(run.result)
-        result.add_done_callback(_retrieve)  # a stopped run's late exception is not news
         loop = run.loop
         patience_ends = math.inf if patience is None else patience[0]
         late: ProgramFailure | None = None
@@ -277,7 +285,7 @@ class MontyRuntime:
                     deadline, late = run_deadline(self.budgets, run.started.result(), patience)
                 else:
                     deadline = min(patience_ends, loop.time() + self.budgets.timeout)
-                done, _ = await asyncio.wait({result}, timeout=_remaining(deadline, loop))
+                done = await run.until_done(deadline)
                 if done or late is not None:
                     break
                 queued = not run.started.done()
@@ -294,7 +302,7 @@ class MontyRuntime:
         if run.stopped is not None:
             return run.stopped, None
         try:
-            output = result.result()
+            output = run.result.result()
         except Stopped as stopped:
             return stopped.failure, None
         except monty.MontyError as exc:

@@ -14,6 +14,7 @@ import ast
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import queue
 import signal
@@ -37,11 +38,13 @@ from toolnexus.scheduling import Outcome, snapshot
 __all__ = [
     "HOST_CALL",
     "Run",
+    "SpareSession",
     "Stopped",
     "TypeProblems",
     "inspect_program",
     "prelude",
     "program_problem",
+    "worker_alive",
 ]
 
 logger = logging.getLogger("toolnexus.codemode")
@@ -137,6 +140,125 @@ def prelude(tool_names: Sequence[str], *, concurrent: bool = True) -> str:
     return _PRELUDE % {"names": names, "attributes": attributes, "await": awaited}
 
 
+SpareKey = tuple[str, tuple[tuple[str, Any], ...]]
+"""What a spare session was prepared for: the prelude it was fed and the limits of its
+checkout."""
+
+
+def spare_key(prelude_text: str, limits: monty.ResourceLimits) -> SpareKey:
+    """The key of a session fed ``prelude_text`` under ``limits``."""
+    return prelude_text, tuple(sorted(limits.items()))
+
+
+class SpareSession:
+    """At most one worker session kept with a prelude already fed, for the next run that
+    needs that very prelude under the same limits (thread-safe).
+
+    Why: a run's first feed wakes its worker and the prelude is a second feed, together about
+    half of a trivial run's wall time on a warm runtime. A run's driver thread prepares the
+    next run's session once its own result is out (its caller no longer waits), so a run that
+    follows one with the same tools starts at its program. The session holds nothing but the
+    prelude, as a fresh one would. It takes one worker beyond the runs' own (the pool allows
+    one more), and is given back when a run with other tools prepares its own, or when the
+    runtime closes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: monty.Monty | None = None  # the pool it may hold a session of
+        self._held: tuple[SpareKey, Any, monty.MontySession] | None = None  # key, checkout
+
+    def open(self, pool: monty.Monty) -> None:
+        """Keep sessions of ``pool`` from now on."""
+        with self._lock:
+            self._pool = pool
+
+    def close(self) -> None:
+        """Give back the kept session; keep none until `open` again."""
+        with self._lock:
+            held, self._held, self._pool = self._held, None, None
+        if held is not None:
+            _give_back(held[1])
+
+    def take(self, pool: monty.Monty, key: SpareKey) -> tuple[Any, monty.MontySession] | None:
+        """The kept session (its checkout, the session) if it was prepared for ``key`` in
+        ``pool`` and its worker is still alive; it is the caller's from now on.
+
+        Why the liveness check: the pool replaces a worker that died while idle when it is
+        checked out, but a kept session was checked out already, so a worker that died while
+        kept (killed, out of memory) would fail the run that takes it.
+        """
+        with self._lock:
+            held = self._held
+            if held is None or held[0] != key or self._pool is not pool:
+                return None
+            self._held = None
+        if not worker_alive(held[2].worker_pid):
+            _give_back(held[1])
+            return None
+        return held[1], held[2]
+
+    def prepare(self, pool: monty.Monty, key: SpareKey, limits: monty.ResourceLimits) -> None:
+        """Check out a session of ``pool``, feed it the prelude of ``key`` and keep it (in
+        place of any kept one). Blocks; never raises (a spare is only a head start)."""
+        with self._lock:
+            if self._pool is not pool or (self._held is not None and self._held[0] == key):
+                return  # closed, or one is kept for this very prelude
+        try:
+            checkout = pool.checkout(limits=limits)
+            session = checkout.__enter__()
+        except Exception:
+            logger.debug("preparing a spare Monty session failed", exc_info=True)
+            return
+        try:
+            session.feed_run(key[0], skip_type_check=True, print_callback=_discard)
+        except Exception:
+            logger.debug("feeding a spare Monty session its prelude failed", exc_info=True)
+            _give_back(checkout)
+            return
+        with self._lock:
+            if self._pool is pool:
+                held, self._held = self._held, (key, checkout, session)
+            else:  # closed meanwhile
+                held = (key, checkout, session)
+        if held is not None:
+            _give_back(held[1])
+
+
+def worker_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` still runs (not gone, not a zombie); ``False`` for ``None``."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except FileNotFoundError:
+        return False
+    except (OSError, IndexError):  # no /proc (not Linux): whether it exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+
+
+def _discard(stream: str, text: str) -> None:
+    """A print callback that keeps nothing (a prelude prints nothing)."""
+
+
+def _give_back(checkout: Any) -> None:
+    with contextlib.suppress(Exception):  # a dead worker's session may complain
+        checkout.__exit__(None, None, None)
+
+
+def _wake_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Stopped(Exception):
     """The run was stopped by the host (deadline, cancel, budget); ``failure`` says why."""
 
@@ -179,6 +301,8 @@ class Run:
         self._outcomes: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pid: int | None = None
         self._lock = threading.Lock()  # pid and stopped: read by both threads
+        self._wake: asyncio.Future[None] | None = None  # loop side: what until_done awaits
+        self.result.add_done_callback(self._result_in)
 
     @property
     def pid(self) -> int | None:
@@ -196,6 +320,37 @@ class Run:
         self.calls.pop(call_id, None)
         self._outcomes.put((call_id, outcome))  # straight to the driver, no extra loop turn
         return outcome
+
+    async def until_done(self, deadline: float) -> bool:
+        """Whether ``result`` is in, waiting for it until ``deadline`` (loop time; ``inf``: no
+        limit) at the latest.
+
+        Why not ``asyncio.wait`` on ``wrap_future(result)``: each of those chains one more
+        future, one more loop turn between the driver's result and the waiting task; here the
+        driver's one hand-off resolves the future the task awaits.
+        """
+        if self.result.done():
+            return True
+        loop = self.loop
+        wake = self._wake = loop.create_future()
+        timer = None if deadline == math.inf else loop.call_at(deadline, _wake_up, wake)
+        try:
+            await wake
+        finally:
+            self._wake = None
+            if timer is not None:
+                timer.cancel()
+        return self.result.done()
+
+    def _result_in(self, result: Future[Any]) -> None:
+        """Driver thread (``result`` was just set): wake the loop if it waits for it."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self.loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            _wake_up(wake)
 
     def stop(self, failure: ProgramFailure) -> None:
         """Kill the worker (if it has one yet) and wake the driver; the first reason wins."""
@@ -220,33 +375,46 @@ class Run:
         code: str,
         tool_names: Sequence[str],
         check: Future[str | None] | None,
+        spares: SpareSession | None = None,
     ) -> None:
-        """The driver thread's whole job. Never raises: the outcome goes to ``result``."""
+        """The driver thread's whole job. Never raises: the outcome goes to ``result``.
+
+        With ``spares``, the run takes a session kept with its prelude already fed when there
+        is one, and once its result is out prepares one for the next run like it.
+        """
+        key: SpareKey | None = None
         try:
+            key = spare_key(prelude(tool_names, concurrent=self.concurrent), limits)
             with slots:
                 self._raise_if_stopped()
                 self.started.set_result(self.loop.time())  # its time budget starts now
-                checkout = pool.checkout(limits=limits)
-                session = checkout.__enter__()
+                spare = spares.take(pool, key) if spares is not None else None
+                if spare is None:
+                    checkout = pool.checkout(limits=limits)
+                    session = checkout.__enter__()
+                else:
+                    checkout, session = spare
                 try:
                     with self._lock:
                         self._pid = session.worker_pid
                     self._raise_if_stopped()  # stopped before the worker was known
                     pins = self._pin(session.worker_pid)
                     try:
-                        value = self._run(session, code, tool_names, check)
+                        fed = None if spare is None else key[0]
+                        value = self._run(session, code, tool_names, check, fed=fed)
                     finally:  # before the result: the caller sees affinities put back
                         if pins is not None:
                             pins.release(self.cpus)
                     self._set(value)
                 finally:
-                    with contextlib.suppress(Exception):  # a killed worker's session may complain
-                        checkout.__exit__(None, None, None)
+                    _give_back(checkout)
         except BaseException as exc:
             if not self.result.done():
                 self.result.set_exception(exc)
         finally:
             self.finished.set_result(None)
+        if spares is not None and key is not None and self.stopped is None:
+            spares.prepare(pool, key, limits)
 
     def _pin(self, worker_pid: int | None) -> Pins | None:
         """Pin this thread and the worker to ``cpu`` (when the run asks for it)."""
@@ -274,13 +442,15 @@ class Run:
         code: str,
         tool_names: Sequence[str],
         check: Future[str | None] | None,
+        *,
+        fed: str | None = None,
     ) -> Any:
+        """Feed the prelude (unless the session was fed ``fed``, this run's prelude, already)
+        and run the program to its result."""
         printer = self.logs.write
-        session.feed_run(
-            prelude(tool_names, concurrent=self.concurrent),
-            skip_type_check=True,
-            print_callback=printer,
-        )
+        text = prelude(tool_names, concurrent=self.concurrent)
+        if fed != text:
+            session.feed_run(text, skip_type_check=True, print_callback=printer)
         problems = check.result() if check is not None else None  # checked meanwhile
         if problems is not None:
             return TypeProblems(problems)
