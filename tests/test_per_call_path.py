@@ -273,3 +273,42 @@ def test_plain_arguments_of_a_plain_json_schema_are_not_walked_by_jsonschema() -
         assert walked == [{"n": "1"}]
     finally:
         Draft7Validator.iter_errors = original  # type: ignore[method-assign]
+
+
+def test_an_undeclared_call_is_decided_without_a_scan_of_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A submission to a lane where nobody declared resources is decided in constant time
+    # (the head of a non-empty queue is blocked, and a submission cannot free it); a settle
+    # scans the queue only when something waits in it. Both scanned on every decision, which
+    # made the lane's undeclared path dearer than the safe/unsafe rule it generalised.
+    from toolnexus.scheduling import SchedulingRule
+    from toolnexus.scheduling._rule import EVERYTHING, Wait
+
+    scans: list[int] = []
+    original = SchedulingRule._start_fifo
+
+    def counting(rule: SchedulingRule) -> list[int]:
+        scans.append(len(rule.pending))
+        return original(rule)
+
+    monkeypatch.setattr(SchedulingRule, "_start_fifo", counting)
+    rule = SchedulingRule(2)
+    assert rule.submit("parallel") == (1, [1])
+    assert rule.submit("parallel") == (2, [2])
+    assert rule.submit("parallel") == (3, [])  # the cap
+    assert rule.submit("exclusive") == (4, [])
+    assert rule.submit("parallel") == (5, [])
+    assert scans == []
+    assert rule.settle(2) == ([], [3])  # call 1 has not committed; 3 takes 2's place
+    assert rule.settle(1) == ([1, 2], [])
+    assert rule.settle(3) == ([3], [4])
+    assert rule.settle(4) == ([4], [5])
+    assert scans == [3, 2, 2, 1]  # one scan per settle while calls wait
+    assert rule.settle(5) == ([5], [])
+    assert scans == [3, 2, 2, 1]  # nothing waits: no scan
+    assert [rule.waited_for(s) for s in (3, 4)] == [None, None]  # committed: forgotten
+    assert rule.submit("exclusive") == (6, [6])  # everything committed: it starts at once
+    assert rule.submit("parallel") == (7, [])
+    assert rule.waited_for(7) == Wait(6, EVERYTHING)
+    assert scans == [3, 2, 2, 1]
