@@ -7,6 +7,7 @@ value's ``repr``), so it fails if a later change repeats the work again.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import pytest
@@ -312,3 +313,117 @@ def test_an_undeclared_call_is_decided_without_a_scan_of_the_queue(
     assert rule.submit("parallel") == (7, [])
     assert rule.waited_for(7) == Wait(6, EVERYTHING)
     assert scans == [3, 2, 2, 1]
+
+
+async def test_with_no_tracer_provider_a_lane_does_no_span_work_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The API's no-op tracer still cost a microsecond or two per call (a span object, a
+    # context look-up, an attributes closure); a lane now asks once whether spans would do
+    # anything, and skips them. ``test_tracing.py`` checks the spans when a provider is set.
+    from opentelemetry import trace
+
+    import toolnexus.scheduling._scheduler as scheduler_module
+
+    started: list[str] = []
+    real_tool_span = scheduler_module.tool_span
+
+    def counting(name: str, attributes: Any) -> Any:
+        started.append(name)
+        return real_tool_span(name, attributes)
+
+    monkeypatch.setattr(scheduler_module, "tool_span", counting)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    outcomes = await run_batch(calls, [echo_tool])
+    assert [o.value for o in outcomes] == [0, 1, 2]
+    assert started == []
+
+    monkeypatch.undo()  # whatever provider the test session has: spans are started again
+    monkeypatch.setattr(scheduler_module, "tool_span", counting)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())
+    await run_batch(calls, [echo_tool])
+    assert started == ["echo", "echo", "echo"]
+
+
+async def test_a_plain_async_tool_is_awaited_by_the_lane_without_wrappers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A checked call of an async tool with no timeout, hooks, approval or hosted caller is the
+    # tool's own coroutine: the lane awaited it through three or four coroutines that only
+    # passed it on (and turned its value into an outcome the lane makes anyway).
+    from toolnexus.client import _turn
+    from toolnexus.scheduling import _batch
+
+    wrapped: list[str] = []
+    real_invoke_checked = Tool._invoke_checked
+    real_checked_dispatch = _turn.checked_dispatch
+
+    async def invoke_checked(self: Tool, args: dict[str, Any], ctx: Any = None) -> Any:
+        wrapped.append("invoke")
+        return await real_invoke_checked(self, args, ctx)
+
+    def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+        wrapped.append("dispatch")
+        return real_checked_dispatch(tool, args, run_ctx)
+
+    monkeypatch.setattr(Tool, "_invoke_checked", invoke_checked)
+    monkeypatch.setattr(_turn, "checked_dispatch", checked_dispatch)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    assert [o.value for o in await run_batch(calls, [echo_tool])] == [0, 1, 2]
+    started = _batch._invoke_checked(echo_tool, {"n": 1}, None)
+    assert inspect.iscoroutine(started) and started.cr_code.co_name == "echo"  # the tool's own
+    assert await started == 1
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    result = await create_client(model=FunctionModel(model), code_mode="native").run(
+        "go", tools=[echo_tool]
+    )
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert wrapped == []
+
+    # a timeout, or a hook, still goes the long way round
+    slow = dataclasses.replace(echo_tool, timeout=5.0)
+    assert [o.value for o in await run_batch(calls, [slow])] == [0, 1, 2]
+    assert wrapped == ["invoke"] * 3
+    wrapped.clear()
+    hooked = create_client(
+        model=FunctionModel(model),
+        code_mode="native",
+        hooks=ToolHooks(after=[lambda name, args, outcome, ctx: None]),
+    )
+    result = await hooked.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert wrapped == ["dispatch", "invoke"] * 3
+
+
+async def test_a_lane_without_a_session_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Call times are for the session's ``call_timing`` events; a lane with nobody to tell
+    # read the clock three times per call all the same.
+    import time
+
+    import toolnexus.scheduling._scheduler as scheduler_module
+    from toolnexus.session import Session
+
+    reads: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            reads.append(1.0)
+            return time.time()
+
+    monkeypatch.setattr(scheduler_module, "time", Clock)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    await run_batch(calls, [echo_tool])
+    assert reads == []
+    session = Session()
+    await run_batch(calls, [echo_tool], session=session)
+    assert len(reads) == 9  # admitted, started, finished
+    timings = [e.data for e in session.events if e.type == "call_timing"]
+    assert all(t["admitted"] <= t["started"] <= t["finished"] for t in timings)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
-from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch
+from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, needs_approval
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
@@ -72,9 +72,22 @@ class CheckedCalls:
         """Mark the call carrying ``ctx`` as checked."""
         self._held[id(ctx)] = ctx
 
-    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Outcome]:
-        """The lane's dispatch function ``(tool, args, run_ctx) -> Outcome``."""
-        if self._held.pop(id(run_ctx), None) is run_ctx:
+    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
+        """The lane's dispatch function ``(tool, args, run_ctx) -> value | Outcome``.
+
+        A checked call that no hook, approval or hosted caller stands in front of is handed
+        to the lane as the tool's own coroutine: `checked_dispatch` would only turn its
+        value or exception into an outcome, which the lane does the same way.
+        """
+        ctx = self._held.pop(id(run_ctx), None)
+        if ctx is not None and ctx is run_ctx:
+            hooks = ctx.hooks
+            if (
+                ctx.caller is None
+                and (hooks is None or not (hooks.before or hooks.after))
+                and not needs_approval(tool, ctx.policy)
+            ):
+                return tool._start_checked(args, ctx)
             return checked_dispatch(tool, args, run_ctx)
         return direct_dispatch(tool, args, run_ctx)
 

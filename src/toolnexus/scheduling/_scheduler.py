@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from toolnexus._snapshot import snapshot
-from toolnexus._tracing import end_tool_span, tool_span
+from toolnexus._tracing import end_tool_span, tool_span, tool_spans_needed
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._outcome import (
@@ -273,6 +273,7 @@ class Scheduler:
         self._workers: set[asyncio.Task[None]] = set()
         self._ready: deque[_Call] = deque()  # started, not yet taken by a worker, in order
         self._context = contextvars.copy_context()
+        self._traced = tool_spans_needed(self._context)  # else no span work per call at all
         self._stopped = False
 
     # -- public API ----------------------------------------------------------------------------
@@ -330,7 +331,16 @@ class Scheduler:
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode, resources)
         self._calls[seq] = _Call(
-            seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources, time.time()
+            seq,
+            tool,
+            dispatched,
+            logged,
+            mode,
+            run_ctx,
+            future,
+            call_id,
+            resources,
+            time.time() if self._timing else 0.0,
         )
         self._carry_out([], started, take=False)
         return Ticket(self, seq, name, future)
@@ -465,14 +475,17 @@ class Scheduler:
         slot.took = True
         call = slot.call = self._ready.popleft() if self._ready else None
         handled = 0
+        timing, traced = self._timing, self._traced
         while call is not None:
-            call.started = time.time()  # when it begins running, not when the rule let it
+            if timing:
+                call.started = time.time()  # when it begins running, not when the rule let it
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
             try:
                 value = await InContext(context, context.run(self._coroutine, call))
             except asyncio.CancelledError:
-                end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
+                if traced:
+                    end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
                 slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
@@ -482,14 +495,16 @@ class Scheduler:
                 outcome = outcome_from_exception(name, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
                 outcome = outcome_from_exception(name, exc)
-                end_tool_span(call.span, outcome.error)
+                if traced:
+                    end_tool_span(call.span, outcome.error)
                 slot.call = None
                 if not self._stopped:
                     self._settle(call, outcome, take=False)
                 raise
             else:
                 outcome = outcome_from_value(name, value)
-            end_tool_span(call.span, outcome.error)
+            if traced:
+                end_tool_span(call.span, outcome.error)
             if self._stopped:
                 return  # stop() has answered this call already
             slot.call = None
@@ -526,9 +541,10 @@ class Scheduler:
         """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
 
         Runs inside the call's own context (``_work`` calls it through ``context.run``), where
-        the call's trace span is made current.
+        the call's trace span is made current (when spans are needed at all).
         """
-        call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
+        if self._traced:
+            call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
         try:
             result = self._dispatch(call.tool, call.args, call.run_ctx)
         except Exception as exc:
@@ -539,7 +555,8 @@ class Scheduler:
 
     def _settle(self, call: _Call, outcome: Outcome, *, take: bool) -> _Call | None:
         call.outcome = outcome
-        call.finished = time.time()
+        if self._timing:
+            call.finished = time.time()
         committed, started = self._rule.settle(call.seq)
         return self._carry_out(committed, started, take=take)
 
