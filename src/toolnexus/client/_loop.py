@@ -253,11 +253,12 @@ class _Run:
             return
         self.state.update(reply.state)
         self.messages.extend(reply.transcript)
-        calls = [
-            {"id": call.id, "name": call.name, "arguments": self.decode(call)}
-            | ({"caller": dict(call.caller)} if call.caller is not None else {})
-            for call in reply.calls
-        ]
+        calls = []
+        for call in reply.calls:
+            entry = {"id": call.id, "name": call.name, "arguments": self.decode(call)}
+            if call.caller is not None:
+                entry["caller"] = dict(call.caller)
+            calls.append(entry)
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
         style = self.config.style
         recorded = reply.recorded if style.keeps_state else None
@@ -295,7 +296,7 @@ class _Run:
         asked = dict.fromkeys(  # in call order, each tool once
             call.name
             for call, outcome in zip(calls, outcomes, strict=True)
-            if (outcome.metadata or {}).get(RETRY)
+            if outcome.metadata is not None and outcome.metadata.get(RETRY)
         )
         for name in asked:
             self.retries[name] += 1
@@ -407,17 +408,24 @@ async def agent_loop(
     *,
     stream: bool,
     output: Output | None = None,
+    watched: bool = True,
 ) -> AsyncIterator[StreamEvent]:
-    """Run the loop, yielding events; the last one is [`DoneEvent`][toolnexus.client.DoneEvent]."""
+    """Run the loop, yielding events; the last one is [`DoneEvent`][toolnexus.client.DoneEvent].
+
+    ``watched``: whether the caller reads the events on the way. ``client.run`` reads only
+    the last one, so its runs make no event per call (see `drive`).
+    """
     run = _Run(config, prompt, tools, history, session, output)
-    async for event in drive(run, stream=stream):
+    async for event in drive(run, stream=stream, watched=watched):
         yield event
 
 
 async def resume_loop(
-    run: _Run, answers: Mapping[str, Any], *, stream: bool
+    run: _Run, answers: Mapping[str, Any], *, stream: bool, watched: bool = True
 ) -> AsyncIterator[StreamEvent]:
     """Continue a pending run: the host's answers complete the waiting turn, then the loop goes on.
+
+    ``watched``: as for `agent_loop`.
 
     Raises:
         ConfigurationError: the run is not pending, or an answer is missing.
@@ -441,10 +449,10 @@ async def resume_loop(
     del run.records[first_record:]  # the turn's records again, complete and in emitted order
     for call, before, outcome in zip(calls, outcomes, done, strict=True):
         record = run.record(call, outcome)
-        if before is PENDING:
+        if before is PENDING and watched:
             yield ToolResultEvent(record)
     run.results(calls, done)
-    async for event in drive(run, stream=stream):
+    async for event in drive(run, stream=stream, watched=watched):
         yield event
 
 
@@ -467,8 +475,12 @@ def _check_answer(call_id: str, answer: Any) -> None:
         )
 
 
-async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
+async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterator[StreamEvent]:
     """Model turns until an answer without tools, ``max_turns``, or a pending relay call.
+
+    Unless ``watched``, only the `DoneEvent` is yielded: text, call, result and usage events
+    are not made at all. Each went up through four generators to a caller that dropped it,
+    two per tool call, a measurable share of a run's cost per call.
 
     Raises:
         ProviderError: carrying the run so far as ``partial`` (status ``"error"``): the turns
@@ -484,7 +496,7 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
         run.session.log_event("turn_start", {"turn": turn})
         reply: AssistantTurn | None = None
         try:
-            async for event in _turn(run, stream=stream):
+            async for event in _turn(run, stream=stream, watched=watched):
                 if isinstance(event, AssistantTurn):
                     reply = event
                 else:
@@ -532,8 +544,11 @@ def _tool_choice(run: _Run) -> str | None:
     return config.tool_choice
 
 
-async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
-    """One model round trip and its tool calls; yields events, then the assistant turn."""
+async def _turn(
+    run: _Run, *, stream: bool, watched: bool
+) -> AsyncIterator[StreamEvent | AssistantTurn]:
+    """One model round trip and its tool calls; yields events (when ``watched``), then the
+    assistant turn."""
     config = run.config
     checked = CheckedCalls()
     lane = Scheduler(
@@ -557,13 +572,15 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
     async def on_text(text: str) -> None:
         nonlocal announced
         announced = True
-        events.put_nowait(TextDelta(text))
+        if watched:
+            events.put_nowait(TextDelta(text))
 
     async def on_call(call: ToolCall) -> None:
         nonlocal announced
         announced = True
         batch.submit(call)  # starts now, while the response may still be streaming
-        events.put_nowait(ToolCallEvent(call))
+        if watched:
+            events.put_nowait(ToolCallEvent(call))
 
     async def respond() -> AssistantTurn:
         styles = (config.style, *config.fallback)
@@ -597,7 +614,8 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         while (event := await events.get()) is not None:
             yield event
         reply = responding.result()  # already recorded by run.answered (on_complete)
-        yield UsageEvent(reply.usage)
+        if watched:
+            yield UsageEvent(reply.usage)
         if reply.ending not in ("answered", "paused"):  # not in the transcript: runs nothing
             yield reply
             return
@@ -607,7 +625,9 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
         async for call, outcome in batch.outcomes(deadline):
             answered.append(outcome)
             if outcome is not PENDING:
-                yield ToolResultEvent(run.record(call, outcome))
+                record = run.record(call, outcome)
+                if watched:
+                    yield ToolResultEvent(record)
         if any(o is PENDING for o in answered):
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
         elif reply.calls:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
+from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
 from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, needs_approval
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
@@ -124,6 +124,7 @@ class TurnCalls:
         self._direct = frozenset(direct)  # called directly even under "code" mode
         self._kit = kit
         self._mode = mode
+        self._collapses = parse_mode(mode) == "code"  # direct calls may be refused at all
         self._ctx = ctx
         self._relay_handler = relay_handler
         self.calls: list[ToolCall] = []
@@ -132,7 +133,11 @@ class TurnCalls:
     def submit(self, call: ToolCall) -> None:
         """Queue ``call`` (never raises)."""
         self.calls.append(call)
-        if call.name not in self._direct and collapsed(self._mode, call.name, call):
+        if (
+            self._collapses
+            and call.name not in self._direct
+            and collapsed(self._mode, call.name, call)
+        ):
             # refused before hooks or approval can see it
             self._answers.append(Outcome.failure(call.name, collapse_message(call.name)))
             return

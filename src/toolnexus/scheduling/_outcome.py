@@ -123,6 +123,11 @@ def retry_outcome(tool: str, message: str) -> Outcome:
     return Outcome(error=Outcome.failure(tool, message).error, metadata={RETRY: True})
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=safe_repr)
+"""``json.dumps(value, ensure_ascii=False, default=safe_repr)`` without a new encoder per
+call (``json.dumps`` builds one whenever it is given options)."""
+
+
 def _result_text(output: Any) -> str:
     """``output`` as text: a string as is, anything else as JSON. Never raises.
 
@@ -134,7 +139,8 @@ def _result_text(output: Any) -> str:
     if isinstance(output, str):
         return encodable_text(str.__str__(output))
     try:
-        text = json.dumps(output, ensure_ascii=False, default=safe_repr)
+        # an int is written as JSON writes it (its repr), without the encoder's set-up
+        text = int.__repr__(output) if type(output) is int else _ENCODER.encode(output)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(snapshot(output), ensure_ascii=False)
     return encodable_text(text)

@@ -622,8 +622,9 @@ class Scheduler:
             "started": call.started or call.finished,
             "finished": call.finished,
             "ok": outcome.error is None,
-            **self._scheduling_facts(call),
         }
+        if call.resources is not None or call.waited is not None:
+            data.update(self._scheduling_facts(call))
         if outcome.error is not None:
             data["error"] = outcome.error.get("message", "")
         if self._audit:  # a Code Mode lane: its program's call id
