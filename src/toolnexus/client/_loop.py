@@ -199,7 +199,7 @@ class _Run:
             call.name,
             snapshot(self.decode(call)),  # a copy of its own
             outcome.text,
-            not outcome.ok,
+            outcome.error is not None,
             outcome.metadata,
         )
         self.records.append(entry)

@@ -189,7 +189,8 @@ class TurnCalls:
             elif isinstance(answer, asyncio.Task):
                 yield call, await answer
             elif end is None:
-                yield call, await self._lane.wait(answer)
+                known = self._lane._known(answer)  # most are done by now: no coroutine then
+                yield call, known if known is not None else await self._lane.wait(answer)
             else:
                 outcome = await self._lane.wait(answer, timeout=end - loop.time())
                 if not answer.done:

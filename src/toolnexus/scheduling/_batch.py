@@ -112,7 +112,7 @@ def precheck(
     if isinstance(args, str):
         return retry_outcome(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:
-        tool.validate_arguments(args)
+        tool._validator(args)  # validate_arguments, one call less
     except ToolArgumentsError as exc:
         return retry_outcome(call.name, str(exc))
     return tool, args
@@ -167,7 +167,7 @@ def record_tool_result(session: Session, call: ToolCall, outcome: Outcome) -> No
             "tool_call_id": call.id,
             "name": call.name,
             "content": outcome.text,
-            "is_error": not outcome.ok,
+            "is_error": outcome.error is not None,
         },
     )
 

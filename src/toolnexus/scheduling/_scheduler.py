@@ -371,6 +371,16 @@ class Scheduler:
                 ticket.tool, f"no outcome within {timeout} s; the call may still be running"
             )
 
+    def _known(self, ticket: Ticket) -> Outcome | None:
+        """What `wait` would return at once for a done ``ticket`` of this lane (without a
+        coroutine to await), else ``None``."""
+        if ticket._owner is not self:
+            return None
+        future = ticket._future
+        if future is None:
+            return ticket._answer
+        return future.result() if future.done() else None
+
     async def call(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
         """Submit one call and wait for its outcome; never raises (cancellation aside)."""
         return await self.wait(self.submit(tool, args, run_ctx))
