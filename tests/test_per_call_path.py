@@ -23,7 +23,7 @@ from toolnexus import (
     tool,
 )
 from toolnexus.errors import ToolArgumentsError
-from toolnexus.testing import FunctionModel
+from toolnexus.testing import FunctionModel, ModelReply
 from toolnexus.tools import ToolHooks
 
 VALIDATIONS: list[str] = []
@@ -427,3 +427,144 @@ async def test_a_lane_without_a_session_reads_no_clock(monkeypatch: pytest.Monke
     assert len(reads) == 9  # admitted, started, finished
     timings = [e.data for e in session.events if e.type == "call_timing"]
     assert all(t["admitted"] <= t["started"] <= t["finished"] for t in timings)
+
+
+def hundred_calls_then_done(tool_name: str = "echo", n: int = 100) -> FunctionModel:
+    calls = [ToolCall(f"c{i}", tool_name, f'{{"n": {i}}}') for i in range(n)]
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    return FunctionModel(model)
+
+
+async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The whole transcript went through JSON five times per turn (a copy for ``requests``,
+    # one for the function, the token estimate, and the request's check for lone
+    # surrogates): now one encoding serves all four, and ``requests`` decodes when read.
+    import json
+
+    encoded: list[int] = []
+    decoded: list[int] = []
+    real_dumps, real_loads = json.dumps, json.loads
+
+    def is_transcript(value: Any) -> bool:
+        return isinstance(value, list) and any(
+            isinstance(m, dict) and m.get("role") == "user" for m in value
+        )
+
+    def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
+        if is_transcript(value):
+            encoded.append(len(value))
+        return real_dumps(value, *args, **kwargs)
+
+    def loads(text: Any, *args: Any, **kwargs: Any) -> Any:
+        value = real_loads(text, *args, **kwargs)
+        if is_transcript(value):
+            decoded.append(len(value))
+        return value
+
+    monkeypatch.setattr(json, "dumps", dumps)
+    monkeypatch.setattr(json, "loads", loads)
+    echo_tool, _ = counted_echo()
+    model = hundred_calls_then_done(n=3)
+    result = await create_client(model=model, code_mode="native").run("go", tools=[echo_tool])
+    assert result.text == "done" and len(result.tool_calls) == 3
+    assert encoded == [1, 5] and decoded == [1, 5]  # user; user, assistant, three results
+    assert len(model.requests) == 2 and model.requests[1][-1]["role"] == "tool"
+    assert decoded == [1, 5, 1, 5]  # read: decoded now, once
+    assert model.requests is model.requests and len(decoded) == 4
+    assert result.usage.input_tokens == sum(
+        max(1, len(real_dumps(request)) // 4) for request in model.requests
+    )
+
+
+async def test_an_in_process_model_is_sent_no_lone_surrogate() -> None:
+    # What a server would be sent: a lone surrogate (here in the model's own text, which the
+    # transcript carries back) arrives as U+FFFD; one encoding of the transcript finds it.
+    shown: list[list[dict[str, Any]]] = []
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        shown.append(messages)
+        if len(shown) == 1:
+            return ModelReply(text="bad \ud800 text 😀", calls=[ToolCall("c1", "echo", "{}")])
+        return "done"
+
+    echo_tool, _ = counted_echo()
+    client = create_client(model=FunctionModel(model), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert result.text == "done"
+    assert shown[1][1]["content"] == "bad \ufffd text 😀"
+
+
+async def test_client_run_makes_no_event_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``client.run`` reads only the last event; each call's announcement and result went up
+    # through four generators to be dropped. A stream still gets every one.
+    from toolnexus.client import _loop
+    from toolnexus.client._result import ToolCallEvent, ToolResultEvent
+
+    made: list[str] = []
+
+    def counted_call(call: ToolCall) -> ToolCallEvent:
+        made.append("call")
+        return ToolCallEvent(call)
+
+    def counted_result(record: Any) -> ToolResultEvent:
+        made.append("result")
+        return ToolResultEvent(record)
+
+    monkeypatch.setattr(_loop, "ToolCallEvent", counted_call)
+    monkeypatch.setattr(_loop, "ToolResultEvent", counted_result)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=3), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert made == []
+    streamed = [event.type async for event in client.stream("go", tools=[echo_tool])]
+    assert streamed.count("tool_call") == streamed.count("tool_result") == 3
+    assert sorted(made) == ["call"] * 3 + ["result"] * 3
+
+
+async def test_a_result_is_written_as_json_without_a_new_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ``json.dumps`` with options builds an encoder per call: one per tool result.
+    import json
+
+    built: list[int] = []
+    real_init = json.JSONEncoder.__init__
+
+    def init(self: json.JSONEncoder, *args: Any, **kwargs: Any) -> None:
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(json.JSONEncoder, "__init__", init)
+    texts = [Outcome(value=v).text for v in (7, {"a": [1, "é"]}, [True, None], 1.5, "s")]
+    assert texts == ["7", '{"a": [1, "é"]}', "[true, null]", "1.5", "s"]
+    assert built == []
+
+
+def test_a_plain_schema_check_makes_no_call_per_argument() -> None:
+    # The quick check of a plain schema called a predicate per argument; it looks each
+    # argument's type up in a set now. Counted: Python functions entered per validation.
+    import sys
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    schema = {**PLAIN_SCHEMA, "additionalProperties": False}
+    checked = Tool("t", "T.", schema, execute=run)
+    entered: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        checked.validate_arguments({"n": 1, "x": 2.5, "s": "a", "b": True, "l": [], "any": 3})
+    finally:
+        sys.setprofile(None)
+    assert entered == ["validate_arguments", "validate", "plainly_valid"]

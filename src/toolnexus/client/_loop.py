@@ -620,15 +620,18 @@ async def _turn(
             yield reply
             return
         first_record = len(run.records)
-        hosted = any(call.caller is not None for call in reply.calls)
+        hosted = batch.hosted
         deadline = config.hosted_call_timeout if hosted else None
+        pending = False
         async for call, outcome in batch.outcomes(deadline):
             answered.append(outcome)
-            if outcome is not PENDING:
+            if outcome is PENDING:
+                pending = True
+            else:
                 record = run.record(call, outcome)
                 if watched:
                     yield ToolResultEvent(record)
-        if any(o is PENDING for o in answered):
+        if pending:
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
         elif reply.calls:
             run.results(reply.calls, answered)

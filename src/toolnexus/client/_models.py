@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import itertools
 import json
 import ssl
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 
 from toolnexus._json import encodable_data
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
-from toolnexus.client.styles._openai import OpenAIStyle, _raw
+from toolnexus.client.styles._openai import OpenAIStyle
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
 
@@ -248,19 +249,25 @@ class InProcessStyle(OpenAIStyle):
         elif isinstance(answer, list):
             answer = ModelReply(calls=answer)
         if not isinstance(answer, ModelReply) or not all(
-            isinstance(c, ToolCall) for c in answer.calls
+            map(isinstance, answer.calls, itertools.repeat(ToolCall))
         ):
             raise ConfigurationError(
                 f"{self.function_model.name} returned {answer!r}: return a string, a list of "
                 "ToolCall, or a ModelReply."
             )
-        usage = answer.usage or Usage(
-            _estimate(text if text is not None else json.dumps(messages, default=str)),
-            _estimate(answer.text + "".join(c.name + _raw(c.arguments) for c in answer.calls)),
+        turn = self._turn(
+            answer.text, list(answer.calls), Usage(), "tool_calls" if answer.calls else "stop"
         )
-        return self._turn(
-            answer.text, list(answer.calls), usage, "tool_calls" if answer.calls else "stop"
-        )
+        if answer.usage is not None:
+            turn.usage = answer.usage
+        else:  # the calls as the message sends them: their arguments are not written twice
+            sent = [c["function"] for c in turn.message.get("tool_calls", ())]
+            written = answer.text + "".join([f["name"] + f["arguments"] for f in sent])
+            turn.usage = Usage(
+                _estimate(text if text is not None else json.dumps(messages, default=str)),
+                _estimate(written),
+            )
+        return turn
 
 
 def _no_sdk(tls: ssl.SSLContext) -> Any:  # pragma: no cover - sdk() is overridden

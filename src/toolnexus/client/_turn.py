@@ -128,11 +128,14 @@ class TurnCalls:
         self._ctx = ctx
         self._relay_handler = relay_handler
         self.calls: list[ToolCall] = []
+        self.hosted = False  # whether a provider-hosted program made any of the calls
         self._answers: list[Ticket | Outcome | asyncio.Task[Outcome]] = []
 
     def submit(self, call: ToolCall) -> None:
         """Queue ``call`` (never raises)."""
         self.calls.append(call)
+        if call.caller is not None:
+            self.hosted = True
         if (
             self._collapses
             and call.name not in self._direct
@@ -159,7 +162,8 @@ class TurnCalls:
             else:
                 self._answers.append(asyncio.ensure_future(self._relay(call, args)))
             return
-        ctx = _for_call(self._ctx, call.id, caller_id(call.caller))
+        caller = None if call.caller is None else caller_id(call.caller)
+        ctx = _for_call(self._ctx, call.id, caller)
         if self._checked is not None:
             self._checked.hold(ctx)
         self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))

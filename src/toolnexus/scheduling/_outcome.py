@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus._json import encodable_text
+from toolnexus._json import _INT_BOUND, encodable_text
 from toolnexus._snapshot import safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
 from toolnexus.tools import ToolResult
@@ -138,9 +138,10 @@ def _result_text(output: Any) -> str:
     """
     if isinstance(output, str):
         return encodable_text(str.__str__(output))
+    if type(output) is int and -_INT_BOUND < output < _INT_BOUND:
+        return int.__repr__(output)  # as JSON writes it, without the encoder's set-up
     try:
-        # an int is written as JSON writes it (its repr), without the encoder's set-up
-        text = int.__repr__(output) if type(output) is int else _ENCODER.encode(output)
+        text = _ENCODER.encode(output)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(snapshot(output), ensure_ascii=False)
     return encodable_text(text)

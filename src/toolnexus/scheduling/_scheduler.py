@@ -44,7 +44,7 @@ from toolnexus.scheduling._outcome import (
 )
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
-from toolnexus.tools import Tool
+from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 
@@ -307,7 +307,7 @@ class Scheduler:
         loop, a stopped lane) is answered at once with an error outcome and takes no place in
         the lane.
         """
-        name = _tool_name(tool)
+        name = tool.name if isinstance(tool, Tool) else _tool_name(tool)
         if self._stopped:
             return self._answered(name, SCHEDULER_GONE)
         try:
@@ -463,9 +463,10 @@ class Scheduler:
         if not started:
             return self._ready.popleft() if take and self._ready else None
         rule, ready = self._rule, self._ready
+        waits = rule._waits  # read only when a call waited at all: mostly none did
         for seq in started:
             call = calls[seq]
-            call.waited = rule.waited_for(seq)
+            call.waited = rule.waited_for(seq) if waits else None
             if self._audit:
                 self._log_start(call)
             elif call.resources is not None:
@@ -492,7 +493,12 @@ class Scheduler:
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
             try:
-                value = await InContext(context, context.run(self._coroutine, call))
+                try:
+                    coro, first = context.run(self._begin, call)
+                except StopIteration as finished:  # done in its first step: nothing to await
+                    value = finished.value
+                else:
+                    value = await InContext(context, coro, first)
             except asyncio.CancelledError:
                 if traced:
                     end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
@@ -512,7 +518,11 @@ class Scheduler:
                     self._settle(call, outcome, take=False)
                 raise
             else:
-                outcome = outcome_from_value(name, value)
+                outcome = (
+                    outcome_from_value(name, value)
+                    if isinstance(value, (Outcome, ToolResult))
+                    else Outcome(value=value)
+                )
             if traced:
                 end_tool_span(call.span, outcome.error)
             if self._stopped:
@@ -546,6 +556,12 @@ class Scheduler:
             attributes["toolnexus.call.waited_for.seq"] = call.waited.call
             attributes["toolnexus.call.waited_for.resource"] = call.waited.resource
         return attributes
+
+    def _begin(self, call: _Call) -> tuple[Coroutine[Any, Any, Any], Any]:
+        """The call's coroutine and what its first step yielded; raises ``StopIteration``
+        (carrying the value) when it finished in that step. Run inside the call's context."""
+        coro = self._coroutine(call)
+        return coro, coro.send(None)
 
     def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
         """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
