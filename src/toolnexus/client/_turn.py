@@ -81,11 +81,11 @@ class CheckedCalls:
         """
         ctx = self._held.pop(id(run_ctx), None)
         if ctx is not None and ctx is run_ctx:
-            hooks = ctx.hooks
+            hooks, policy = ctx.hooks, ctx.policy
             if (
                 ctx.caller is None
                 and (hooks is None or not (hooks.before or hooks.after))
-                and not needs_approval(tool, ctx.policy)
+                and not (tool.requires_approval if policy is None else needs_approval(tool, policy))
             ):
                 return tool._start_checked(args, ctx)
             return checked_dispatch(tool, args, run_ctx)

@@ -27,6 +27,7 @@ import inspect
 import itertools
 import logging
 import time
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
@@ -459,7 +460,8 @@ class Scheduler:
             assert call.outcome is not None  # the rule commits settled calls only
             if self._timing:
                 self._log_timing(call, call.outcome)
-            self._deliver(call, call.outcome)
+            if not call.future.done():  # _deliver, inline: once per call
+                call.future.set_result(call.outcome)
         if not started:
             return self._ready.popleft() if take and self._ready else None
         rule, ready = self._rule, self._ready
@@ -559,25 +561,22 @@ class Scheduler:
 
     def _begin(self, call: _Call) -> tuple[Coroutine[Any, Any, Any], Any]:
         """The call's coroutine and what its first step yielded; raises ``StopIteration``
-        (carrying the value) when it finished in that step. Run inside the call's context."""
-        coro = self._coroutine(call)
-        return coro, coro.send(None)
+        (carrying the value) when it finished in that step.
 
-    def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
-        """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
-
-        Runs inside the call's own context (``_work`` calls it through ``context.run``), where
-        the call's trace span is made current (when spans are needed at all).
+        The coroutine is the dispatch's own, or one that returns (or raises) what the dispatch
+        did. Runs inside the call's own context (``_work`` calls it through ``context.run``),
+        where the call's trace span is made current (when spans are needed at all).
         """
         if self._traced:
             call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
         try:
             result = self._dispatch(call.tool, call.args, call.run_ctx)
         except Exception as exc:
-            return _raise(exc)
-        if asyncio.iscoroutine(result):
-            return result
-        return _resolve(result)
+            coro = _raise(exc)  # raised in its first step, never as StopIteration
+        else:
+            is_coroutine = type(result) is types.CoroutineType or asyncio.iscoroutine(result)
+            coro = result if is_coroutine else _resolve(result)
+        return coro, coro.send(None)
 
     def _settle(self, call: _Call, outcome: Outcome, *, take: bool) -> _Call | None:
         call.outcome = outcome
