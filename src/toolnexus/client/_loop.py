@@ -493,7 +493,7 @@ async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterat
             run.stopped_by = reason
             break
         turn = run.turns + 1
-        run.session.log_event("turn_start", {"turn": turn})
+        run.session._append_json("turn_start", {"turn": turn})  # an int: JSON as it is
         reply: AssistantTurn | None = None
         try:
             async for event in _turn(run, stream=stream, watched=watched):
@@ -505,7 +505,7 @@ async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterat
             run.session.log_event("turn_end", {"turn": turn, "error": exc.message})
             exc.partial = run.result("error")
             raise
-        run.session.log_event("turn_end", {"turn": turn})
+        run.session._append_json("turn_end", {"turn": turn})
         if run.ended is not None:  # refused, or past the context window
             status = run.ended
             break

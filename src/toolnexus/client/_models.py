@@ -49,16 +49,11 @@ ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
 [`ModelReply`][toolnexus.testing.ModelReply]."""
 
 
-def _copied(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """An independent copy of a turn's messages or tools: through JSON text when they are
-    plain JSON (what a server would get; many times faster than ``copy.deepcopy`` on a long
-    transcript), else ``copy.deepcopy``."""
-    text = _encoded(value)
-    return copy.deepcopy(value) if text is None else _decoded(text)
-
-
 def _encoded(value: list[dict[str, Any]]) -> str | None:
-    """``value`` as JSON text (``json.dumps``'s defaults), or ``None`` when it is not JSON."""
+    """``value`` as JSON text (``json.dumps``'s defaults), or ``None`` when it is not JSON.
+
+    Turns copy what a model is shown through this text (what a server would get; many times
+    faster than ``copy.deepcopy`` on a long transcript), else through ``copy.deepcopy``."""
     try:
         return json.dumps(value)
     except (TypeError, ValueError):
@@ -122,20 +117,25 @@ class FunctionModel:
         wire: changing them changes nothing in the run. A sync function runs in a worker
         thread, so the client's ``turn_timeout`` holds for it as for an async one.
         """
-        return await self._reply(messages, tools, _encoded(messages))
+        return await self._reply(messages, tools, _encoded(messages), _encoded(tools))
 
     async def _reply(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], text: str | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        text: str | None,
+        tools_text: str | None,
     ) -> Any:
-        """`reply`, given the messages' JSON text (``None`` when they are not JSON): the one
-        encoding that copies them is also `InProcessStyle`'s check and token estimate."""
+        """`reply`, given the JSON text of the messages and of the tools (``None`` when they
+        are not JSON): the one encoding that copies them is also `InProcessStyle`'s check for
+        lone surrogates and its token estimate."""
         if text is None:
             self._unread.append(copy.deepcopy(messages))
             shown = copy.deepcopy(messages)
         else:
             self._unread.append(text)
             shown = _decoded(text)
-        offered = _copied(tools)
+        offered = copy.deepcopy(tools) if tools_text is None else _decoded(tools_text)
         if inspect.iscoroutinefunction(self.fn):
             answer = self.fn(shown, offered)
         else:
@@ -232,7 +232,10 @@ class InProcessStyle(OpenAIStyle):
             for t in params.get("tools", [])
         ]
         # what a server is sent: every string encodable (see Style.sendable)
-        tools = encodable_data(tools) if _LONE_SURROGATE_ESCAPE in json.dumps(tools) else tools
+        offered = _encoded(tools)
+        if offered is not None and _LONE_SURROGATE_ESCAPE in offered:
+            tools = encodable_data(tools)
+            offered = _encoded(tools)
         model = self.function_model
         text: str | None = None
         if type(model).reply is FunctionModel.reply:  # not overridden: one encoding for all
@@ -240,7 +243,7 @@ class InProcessStyle(OpenAIStyle):
             if text is not None and _LONE_SURROGATE_ESCAPE in text:
                 messages = encodable_data(messages)
                 text = _encoded(messages)
-            answer = await model._reply(messages, tools, text)
+            answer = await model._reply(messages, tools, text, offered)
         else:
             messages = encodable_data(messages)
             answer = await model.reply(messages, tools)
