@@ -663,3 +663,32 @@ def test_the_per_call_path_stays_short() -> None:
     assert toolnexus_calls_per_call(lambda: run_batch(calls, [echo_tool]), 100) <= 26
     client = create_client(model=hundred_calls_then_done(n=100), code_mode="native")
     assert toolnexus_calls_per_call(lambda: client.run("go", tools=[echo_tool]), 100) <= 50
+
+
+async def test_a_run_record_holds_every_field_without_the_dataclass_init(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frozen dataclass's __init__ (a set-attribute call per field) was half a record's
+    # cost; the loop fills the fields in directly, so a field added to ToolCallRecord must be
+    # added there too: this test compares every field with the constructor's record.
+    from toolnexus.client._result import ToolCallRecord
+
+    made: list[int] = []
+    real_init = ToolCallRecord.__init__
+
+    def init(self: ToolCallRecord, *args: Any, **kwargs: Any) -> None:
+        made.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolCallRecord, "__init__", init)
+    echo_tool, _ = counted_echo()
+    result = await create_client(model=hundred_calls_then_done(n=2), code_mode="native").run(
+        "go", tools=[echo_tool]
+    )
+    assert made == []
+    record = result.tool_calls[1]
+    expected = ToolCallRecord("c1", "echo", {"n": 1}, "1", False, None)
+    assert record == expected and repr(record) == repr(expected)
+    assert vars(record) == {f.name: getattr(expected, f.name) for f in dataclasses.fields(expected)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.output = "changed"  # type: ignore[misc]
