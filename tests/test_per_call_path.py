@@ -692,3 +692,30 @@ async def test_a_run_record_holds_every_field_without_the_dataclass_init(
     assert vars(record) == {f.name: getattr(expected, f.name) for f in dataclasses.fields(expected)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.output = "changed"  # type: ignore[misc]
+
+
+async def test_client_run_awaits_each_response_without_a_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A response is a task of its own only when its events are read while it streams
+    # (``client.stream``); ``client.run`` awaits it, without a task, a queue and their loop
+    # turns per response.
+    import asyncio
+
+    tasks: list[str] = []
+    real_ensure_future = asyncio.ensure_future
+
+    def ensure_future(awaitable: Any, **kwargs: Any) -> Any:
+        name = getattr(getattr(awaitable, "cr_code", None), "co_name", "")
+        tasks.append(name)
+        return real_ensure_future(awaitable, **kwargs)
+
+    monkeypatch.setattr(asyncio, "ensure_future", ensure_future)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=3), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert "respond" not in tasks
+    streamed = [event.type async for event in client.stream("go", tools=[echo_tool])]
+    assert streamed[-1] == "done"
+    assert tasks.count("respond") == 2  # one per turn

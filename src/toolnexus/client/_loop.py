@@ -610,14 +610,22 @@ async def _turn(
                 return turn
         raise AssertionError("unreachable: the last style returns or raises")
 
-    responding = asyncio.ensure_future(respond())
-    responding.add_done_callback(lambda _: events.put_nowait(None))
+    # Watched, the response is a task of its own, so that its text and calls reach the caller
+    # while it streams; unwatched (``client.run``), nothing is passed on before it ends, and
+    # it is awaited here: no task, no queue, no loop turns per response.
+    responding: asyncio.Future[AssistantTurn] | None = None
+    if watched:
+        responding = asyncio.ensure_future(respond())
+        responding.add_done_callback(lambda _: events.put_nowait(None))
     answered: list[Outcome] = []
     reply: AssistantTurn | None = None
     try:
-        while (event := await events.get()) is not None:
-            yield event
-        reply = responding.result()  # already recorded by run.answered (on_complete)
+        if responding is None:
+            reply = await respond()  # already recorded by run.answered (on_complete)
+        else:
+            while (event := await events.get()) is not None:
+                yield event
+            reply = responding.result()  # already recorded by run.answered (on_complete)
         if watched:
             yield UsageEvent(reply.usage)
         if reply.ending not in ("answered", "paused"):  # not in the transcript: runs nothing
@@ -641,7 +649,7 @@ async def _turn(
             run.results(reply.calls, answered)
         yield reply
     finally:
-        if reply is None and _succeeded(responding):
+        if reply is None and responding is not None and _succeeded(responding):
             # cut short after the response arrived (and was recorded): its calls may have run
             reply = responding.result()
         cut_short = (
@@ -650,7 +658,7 @@ async def _turn(
             and run.waiting is None
             and len(answered) < len(reply.calls)
         )
-        if not responding.done():
+        if responding is not None and not responding.done():
             responding.cancel()
         await lane.stop()  # what finished is delivered, in order; what still ran is abandoned
         known = await batch.finished() if cut_short else []
