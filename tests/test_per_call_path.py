@@ -7,6 +7,7 @@ value's ``repr``), so it fails if a later change repeats the work again.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from toolnexus import (
     tool,
 )
 from toolnexus.errors import ToolArgumentsError
-from toolnexus.testing import FunctionModel
+from toolnexus.testing import FunctionModel, ModelReply
 from toolnexus.tools import ToolHooks
 
 VALIDATIONS: list[str] = []
@@ -273,3 +274,448 @@ def test_plain_arguments_of_a_plain_json_schema_are_not_walked_by_jsonschema() -
         assert walked == [{"n": "1"}]
     finally:
         Draft7Validator.iter_errors = original  # type: ignore[method-assign]
+
+
+def test_an_undeclared_call_is_decided_without_a_scan_of_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A submission to a lane where nobody declared resources is decided in constant time
+    # (the head of a non-empty queue is blocked, and a submission cannot free it); a settle
+    # scans the queue only when something waits in it. Both scanned on every decision, which
+    # made the lane's undeclared path dearer than the safe/unsafe rule it generalised.
+    from toolnexus.scheduling import SchedulingRule
+    from toolnexus.scheduling._rule import EVERYTHING, Wait
+
+    scans: list[int] = []
+    original = SchedulingRule._start_fifo
+
+    def counting(rule: SchedulingRule) -> list[int]:
+        scans.append(len(rule.pending))
+        return original(rule)
+
+    monkeypatch.setattr(SchedulingRule, "_start_fifo", counting)
+    rule = SchedulingRule(2)
+    assert rule.submit("parallel") == (1, [1])
+    assert rule.submit("parallel") == (2, [2])
+    assert rule.submit("parallel") == (3, [])  # the cap
+    assert rule.submit("exclusive") == (4, [])
+    assert rule.submit("parallel") == (5, [])
+    assert scans == []
+    assert rule.settle(2) == ([], [3])  # call 1 has not committed; 3 takes 2's place
+    assert rule.settle(1) == ([1, 2], [])
+    assert rule.settle(3) == ([3], [4])
+    assert rule.settle(4) == ([4], [5])
+    assert scans == [3, 2, 2, 1]  # one scan per settle while calls wait
+    assert rule.settle(5) == ([5], [])
+    assert scans == [3, 2, 2, 1]  # nothing waits: no scan
+    assert [rule.waited_for(s) for s in (3, 4)] == [None, None]  # committed: forgotten
+    assert rule.submit("exclusive") == (6, [6])  # everything committed: it starts at once
+    assert rule.submit("parallel") == (7, [])
+    assert rule.waited_for(7) == Wait(6, EVERYTHING)
+    assert scans == [3, 2, 2, 1]
+
+
+async def test_with_no_tracer_provider_a_lane_does_no_span_work_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The API's no-op tracer still cost a microsecond or two per call (a span object, a
+    # context look-up, an attributes closure); a lane now asks once whether spans would do
+    # anything, and skips them. ``test_tracing.py`` checks the spans when a provider is set.
+    from opentelemetry import trace
+
+    import toolnexus.scheduling._scheduler as scheduler_module
+
+    started: list[str] = []
+    real_tool_span = scheduler_module.tool_span
+
+    def counting(name: str, attributes: Any) -> Any:
+        started.append(name)
+        return real_tool_span(name, attributes)
+
+    monkeypatch.setattr(scheduler_module, "tool_span", counting)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    outcomes = await run_batch(calls, [echo_tool])
+    assert [o.value for o in outcomes] == [0, 1, 2]
+    assert started == []
+
+    monkeypatch.undo()  # whatever provider the test session has: spans are started again
+    monkeypatch.setattr(scheduler_module, "tool_span", counting)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())
+    await run_batch(calls, [echo_tool])
+    assert started == ["echo", "echo", "echo"]
+
+
+async def test_a_plain_async_tool_is_awaited_by_the_lane_without_wrappers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A checked call of an async tool with no timeout, hooks, approval or hosted caller is the
+    # tool's own coroutine: the lane awaited it through three or four coroutines that only
+    # passed it on (and turned its value into an outcome the lane makes anyway).
+    from toolnexus.client import _turn
+    from toolnexus.scheduling import _batch
+
+    wrapped: list[str] = []
+    real_invoke_checked = Tool._invoke_checked
+    real_checked_dispatch = _turn.checked_dispatch
+
+    async def invoke_checked(self: Tool, args: dict[str, Any], ctx: Any = None) -> Any:
+        wrapped.append("invoke")
+        return await real_invoke_checked(self, args, ctx)
+
+    def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+        wrapped.append("dispatch")
+        return real_checked_dispatch(tool, args, run_ctx)
+
+    monkeypatch.setattr(Tool, "_invoke_checked", invoke_checked)
+    monkeypatch.setattr(_turn, "checked_dispatch", checked_dispatch)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    assert [o.value for o in await run_batch(calls, [echo_tool])] == [0, 1, 2]
+    started = _batch._invoke_checked(echo_tool, {"n": 1}, None)
+    assert inspect.iscoroutine(started) and started.cr_code.co_name == "echo"  # the tool's own
+    assert await started == 1
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    result = await create_client(model=FunctionModel(model), code_mode="native").run(
+        "go", tools=[echo_tool]
+    )
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert wrapped == []
+
+    # a timeout, or a hook, still goes the long way round
+    slow = dataclasses.replace(echo_tool, timeout=5.0)
+    assert [o.value for o in await run_batch(calls, [slow])] == [0, 1, 2]
+    assert wrapped == ["invoke"] * 3
+    wrapped.clear()
+    hooked = create_client(
+        model=FunctionModel(model),
+        code_mode="native",
+        hooks=ToolHooks(after=[lambda name, args, outcome, ctx: None]),
+    )
+    result = await hooked.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert wrapped == ["dispatch", "invoke"] * 3
+
+
+async def test_a_lane_without_a_session_reads_no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Call times are for the session's ``call_timing`` events; a lane with nobody to tell
+    # read the clock three times per call all the same.
+    import time
+
+    import toolnexus.scheduling._scheduler as scheduler_module
+    from toolnexus.session import Session
+
+    reads: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            reads.append(1.0)
+            return time.time()
+
+    monkeypatch.setattr(scheduler_module, "time", Clock)
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
+    await run_batch(calls, [echo_tool])
+    assert reads == []
+    session = Session()
+    await run_batch(calls, [echo_tool], session=session)
+    assert len(reads) == 9  # admitted, started, finished
+    timings = [e.data for e in session.events if e.type == "call_timing"]
+    assert all(t["admitted"] <= t["started"] <= t["finished"] for t in timings)
+
+
+def hundred_calls_then_done(tool_name: str = "echo", n: int = 100) -> FunctionModel:
+    calls = [ToolCall(f"c{i}", tool_name, f'{{"n": {i}}}') for i in range(n)]
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    return FunctionModel(model)
+
+
+async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The whole transcript went through JSON five times per turn (a copy for ``requests``,
+    # one for the function, the token estimate, and the request's check for lone
+    # surrogates): now one encoding serves all four, and ``requests`` decodes when read.
+    import json
+
+    encoded: list[int] = []
+    decoded: list[int] = []
+    real_dumps, real_loads = json.dumps, json.loads
+
+    def is_transcript(value: Any) -> bool:
+        return isinstance(value, list) and any(
+            isinstance(m, dict) and m.get("role") == "user" for m in value
+        )
+
+    def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
+        if is_transcript(value):
+            encoded.append(len(value))
+        return real_dumps(value, *args, **kwargs)
+
+    def loads(text: Any, *args: Any, **kwargs: Any) -> Any:
+        value = real_loads(text, *args, **kwargs)
+        if is_transcript(value):
+            decoded.append(len(value))
+        return value
+
+    monkeypatch.setattr(json, "dumps", dumps)
+    monkeypatch.setattr(json, "loads", loads)
+    echo_tool, _ = counted_echo()
+    model = hundred_calls_then_done(n=3)
+    result = await create_client(model=model, code_mode="native").run("go", tools=[echo_tool])
+    assert result.text == "done" and len(result.tool_calls) == 3
+    assert encoded == [1, 5] and decoded == [1, 5]  # user; user, assistant, three results
+    assert len(model.requests) == 2 and model.requests[1][-1]["role"] == "tool"
+    assert decoded == [1, 5, 1, 5]  # read: decoded now, once
+    assert model.requests is model.requests and len(decoded) == 4
+    assert result.usage.input_tokens == sum(
+        max(1, len(real_dumps(request)) // 4) for request in model.requests
+    )
+
+
+async def test_an_in_process_model_is_sent_no_lone_surrogate() -> None:
+    # What a server would be sent: a lone surrogate (here in the model's own text, which the
+    # transcript carries back) arrives as U+FFFD; one encoding of the transcript finds it.
+    shown: list[list[dict[str, Any]]] = []
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        shown.append(messages)
+        if len(shown) == 1:
+            return ModelReply(text="bad \ud800 text 😀", calls=[ToolCall("c1", "echo", "{}")])
+        return "done"
+
+    echo_tool, _ = counted_echo()
+    client = create_client(model=FunctionModel(model), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert result.text == "done"
+    assert shown[1][1]["content"] == "bad \ufffd text 😀"
+
+
+async def test_client_run_makes_no_event_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``client.run`` reads only the last event; each call's announcement and result went up
+    # through four generators to be dropped. A stream still gets every one.
+    from toolnexus.client import _loop
+    from toolnexus.client._result import ToolCallEvent, ToolResultEvent
+
+    made: list[str] = []
+
+    def counted_call(call: ToolCall) -> ToolCallEvent:
+        made.append("call")
+        return ToolCallEvent(call)
+
+    def counted_result(record: Any) -> ToolResultEvent:
+        made.append("result")
+        return ToolResultEvent(record)
+
+    monkeypatch.setattr(_loop, "ToolCallEvent", counted_call)
+    monkeypatch.setattr(_loop, "ToolResultEvent", counted_result)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=3), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert made == []
+    streamed = [event.type async for event in client.stream("go", tools=[echo_tool])]
+    assert streamed.count("tool_call") == streamed.count("tool_result") == 3
+    assert sorted(made) == ["call"] * 3 + ["result"] * 3
+
+
+async def test_a_result_is_written_as_json_without_a_new_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ``json.dumps`` with options builds an encoder per call: one per tool result.
+    import json
+
+    built: list[int] = []
+    real_init = json.JSONEncoder.__init__
+
+    def init(self: json.JSONEncoder, *args: Any, **kwargs: Any) -> None:
+        built.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(json.JSONEncoder, "__init__", init)
+    texts = [Outcome(value=v).text for v in (7, {"a": [1, "é"]}, [True, None], 1.5, "s")]
+    assert texts == ["7", '{"a": [1, "é"]}', "[true, null]", "1.5", "s"]
+    assert built == []
+
+
+def test_a_plain_schema_check_makes_no_call_per_argument() -> None:
+    # The quick check of a plain schema called a predicate per argument; it looks each
+    # argument's type up in a set now. Counted: Python functions entered per validation.
+    import sys
+
+    async def run(args: dict[str, Any]) -> int:
+        return 0
+
+    schema = {**PLAIN_SCHEMA, "additionalProperties": False}
+    checked = Tool("t", "T.", schema, execute=run)
+    entered: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        checked.validate_arguments({"n": 1, "x": 2.5, "s": "a", "b": True, "l": [], "any": 3})
+    finally:
+        sys.setprofile(None)
+    assert entered == ["validate_arguments", "validate", "plainly_valid"]
+
+
+async def test_a_call_that_finishes_in_its_first_step_is_not_wrapped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker takes each call's first step itself, inside the call's context; only a call
+    # that suspends is wrapped to be awaited there. Per-call contexts hold either way.
+    import asyncio
+    import contextvars
+
+    import toolnexus.scheduling._scheduler as scheduler_module
+
+    wrapped: list[int] = []
+    real = scheduler_module.InContext
+
+    def counting(*args: Any) -> Any:
+        wrapped.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(scheduler_module, "InContext", counting)
+    seen: contextvars.ContextVar[int] = contextvars.ContextVar("seen", default=-1)
+
+    async def mark(args: dict[str, Any]) -> int:
+        before = seen.get()
+        seen.set(args["n"])  # never leaks into the next call the worker runs
+        if args.get("wait"):
+            await asyncio.sleep(0)
+        assert seen.get() == args["n"]
+        return before
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "wait": {}}}
+    marker = Tool("mark", "Mark.", schema, execute=mark, hints=ToolHints(read_only=True))
+    quick = [ToolCall(f"c{i}", "mark", f'{{"n": {i}}}') for i in range(20)]
+    assert [o.value for o in await run_batch(quick, [marker])] == [-1] * 20
+    assert wrapped == []
+    slow = [ToolCall(f"c{i}", "mark", f'{{"n": {i}, "wait": true}}') for i in range(20)]
+    assert [o.value for o in await run_batch(slow, [marker])] == [-1] * 20
+    assert len(wrapped) == 20
+
+
+async def test_the_loop_reads_finished_outcomes_without_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Calls that finished while the response was still being recorded are read as they are:
+    # the loop awaited a ``wait`` coroutine per call.
+    from toolnexus.scheduling import Scheduler
+
+    waits: list[int] = []
+    real_wait = Scheduler.wait
+
+    async def wait(self: Scheduler, ticket: Any, timeout: float | None = None) -> Outcome:  # noqa: ASYNC109
+        waits.append(ticket.seq)
+        return await real_wait(self, ticket, timeout)
+
+    monkeypatch.setattr(Scheduler, "wait", wait)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=50), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == [str(i) for i in range(50)]
+    assert len(waits) < 50
+
+
+def toolnexus_calls_per_call(run: Any, calls: int) -> float:
+    """Python functions of toolnexus entered per tool call while ``run()`` runs (warmed up)."""
+    import asyncio
+    import sys
+
+    entered = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal entered
+        if event == "call" and "toolnexus" in frame.f_code.co_filename:
+            entered += 1
+
+    async def measured() -> None:
+        await run()
+        sys.setprofile(profile)
+        try:
+            await run()
+        finally:
+            sys.setprofile(None)
+
+    asyncio.run(measured())
+    return entered / calls
+
+
+def test_the_per_call_path_stays_short() -> None:
+    # A budget of toolnexus's own function calls per tool call, for 100 plain async calls:
+    # 38.7 for run_batch and 85.8 for client.run (in-process model) before the per-call path
+    # was cut down to what each call needs; any step put back shows here.
+    echo_tool, _ = counted_echo()
+    calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(100)]
+    assert toolnexus_calls_per_call(lambda: run_batch(calls, [echo_tool]), 100) <= 26
+    client = create_client(model=hundred_calls_then_done(n=100), code_mode="native")
+    assert toolnexus_calls_per_call(lambda: client.run("go", tools=[echo_tool]), 100) <= 50
+
+
+async def test_a_run_record_holds_every_field_without_the_dataclass_init(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The frozen dataclass's __init__ (a set-attribute call per field) was half a record's
+    # cost; the loop fills the fields in directly, so a field added to ToolCallRecord must be
+    # added there too: this test compares every field with the constructor's record.
+    from toolnexus.client._result import ToolCallRecord
+
+    made: list[int] = []
+    real_init = ToolCallRecord.__init__
+
+    def init(self: ToolCallRecord, *args: Any, **kwargs: Any) -> None:
+        made.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolCallRecord, "__init__", init)
+    echo_tool, _ = counted_echo()
+    result = await create_client(model=hundred_calls_then_done(n=2), code_mode="native").run(
+        "go", tools=[echo_tool]
+    )
+    assert made == []
+    record = result.tool_calls[1]
+    expected = ToolCallRecord("c1", "echo", {"n": 1}, "1", False, None)
+    assert record == expected and repr(record) == repr(expected)
+    assert vars(record) == {f.name: getattr(expected, f.name) for f in dataclasses.fields(expected)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.output = "changed"  # type: ignore[misc]
+
+
+async def test_client_run_awaits_each_response_without_a_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A response is a task of its own only when its events are read while it streams
+    # (``client.stream``); ``client.run`` awaits it, without a task, a queue and their loop
+    # turns per response.
+    import asyncio
+
+    tasks: list[str] = []
+    real_ensure_future = asyncio.ensure_future
+
+    def ensure_future(awaitable: Any, **kwargs: Any) -> Any:
+        name = getattr(getattr(awaitable, "cr_code", None), "co_name", "")
+        tasks.append(name)
+        return real_ensure_future(awaitable, **kwargs)
+
+    monkeypatch.setattr(asyncio, "ensure_future", ensure_future)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=3), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert [r.output for r in result.tool_calls] == ["0", "1", "2"]
+    assert "respond" not in tasks
+    streamed = [event.type async for event in client.stream("go", tools=[echo_tool])]
+    assert streamed[-1] == "done"
+    assert tasks.count("respond") == 2  # one per turn

@@ -57,6 +57,8 @@ def loads_strict(text: str | bytes) -> Any:
         raise ValueError(f"the JSON is nested deeper than {MAX_NESTING} levels") from None
     except ValueError as exc:  # NaN/Infinity, or an integer past the digit limit
         raise ValueError(f"the text is not valid JSON ({_first_line(exc)})") from None
+    if type(value) is dict and _flat_plain(value):
+        return value  # the common case (a call's arguments), without json_problem's call
     problem = json_problem(value, "the JSON")
     if problem:
         raise ValueError(problem)

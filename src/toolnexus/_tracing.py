@@ -2,7 +2,8 @@
 
 Why only the OpenTelemetry *API*: an application that configures an OpenTelemetry SDK sees
 toolnexus's work inside its own traces; one that does not gets the API's no-op tracer, which
-costs about a microsecond per tool call. Names and attributes follow the GenAI semantic conventions
+costs nothing per tool call (a scheduler lane then skips its calls' spans, see
+`tool_spans_needed`). Names and attributes follow the GenAI semantic conventions
 (``execute_tool {tool}``, ``chat {model}``, ``invoke_agent {agent}``, ``gen_ai.*``), so
 backends that know them show toolnexus's spans as agent steps; what they do not cover is under
 ``toolnexus.*``.
@@ -14,12 +15,13 @@ Code Mode program's sub-calls (and anything the tool itself traces) become its c
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
 from toolnexus._version import __version__
 
@@ -32,6 +34,7 @@ __all__ = [
     "record_code_run",
     "record_response",
     "tool_span",
+    "tool_spans_needed",
 ]
 
 _tracer = trace.get_tracer("toolnexus", __version__)
@@ -42,8 +45,8 @@ def tool_span(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Span:
     context (so the span is the parent of whatever the tool traces, and goes away with that
     context); end it with `end_tool_span`.
 
-    ``attributes`` is called only when the span records: with no SDK configured, a call pays
-    about a microsecond here (``bench/scheduler.py``'s rows include it).
+    ``attributes`` is called only when the span records. With no SDK configured a lane does
+    not call this at all (`tool_spans_needed`).
     """
     span = _tracer.start_span(f"execute_tool {name}")
     if span.is_recording():
@@ -54,6 +57,20 @@ def tool_span(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Span:
     if span.get_span_context().is_valid:  # the no-op tracer's span needs no context
         otel_context.attach(trace.set_span_in_context(span))
     return span
+
+
+def tool_spans_needed(context: contextvars.Context) -> bool:
+    """Whether `tool_span` would do anything for a call run in a copy of ``context``.
+
+    Not when no tracer provider is set and no recording span is current there: the API's
+    no-op tracer then hands back the current span itself, and making it current again
+    changes nothing. A scheduler lane asks once, when it is made, and skips its calls' span
+    work altogether; a provider set while a lane is running traces that lane's calls only
+    from its next lane on.
+    """
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return True
+    return not isinstance(context.run(trace.get_current_span), NonRecordingSpan)
 
 
 def note_caller(caller: str) -> None:

@@ -164,7 +164,10 @@ class Session:
         Skips the check-and-copy of `append`, which would otherwise be the largest
         per-call cost of an audited tool call. ``at``: the event's time (now by default).
         """
-        event = Event(len(self._events) + 1, type, data, time.time() if at is None else at)
+        # tuple.__new__: a named tuple's own constructor is a Python function, one call more
+        event = tuple.__new__(
+            Event, (len(self._events) + 1, type, data, time.time() if at is None else at)
+        )
         self._events.append(event)
         return event
 

@@ -203,7 +203,7 @@ class Client:
         result: RunResult | None = None
         output = _output(output_type, output_retries)
         async for event in self._events(
-            prompt, tools, history, session, deps, output, stream=False
+            prompt, tools, history, session, deps, output, stream=False, watched=False
         ):
             if isinstance(event, DoneEvent):
                 result = event.result
@@ -260,7 +260,7 @@ class Client:
         if result.status != "pending" or run is None:
             raise ConfigurationError("only a run with status 'pending' can be resumed.")
         final: RunResult | None = None
-        async for event in resume_loop(run, answers, stream=False):
+        async for event in resume_loop(run, answers, stream=False, watched=False):
             if isinstance(event, DoneEvent):
                 final = event.result
         assert final is not None
@@ -295,6 +295,7 @@ class Client:
         output: Output | None,
         *,
         stream: bool,
+        watched: bool = True,
     ) -> AsyncIterator[StreamEvent]:
         if not isinstance(prompt, str) or not prompt:
             raise ConfigurationError("prompt must be a non-empty string.")
@@ -313,7 +314,7 @@ class Client:
             past = self._config.style.history(transcript(session))
         config = self._config if deps is None else dataclasses.replace(self._config, deps=deps)
         async for event in agent_loop(
-            config, prompt, chosen, past, log, stream=stream, output=output
+            config, prompt, chosen, past, log, stream=stream, output=output, watched=watched
         ):
             yield event
 

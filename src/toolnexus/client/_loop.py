@@ -194,13 +194,17 @@ class _Run:
         return held[1]
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
-        entry = ToolCallRecord(
-            call.id,
-            call.name,
-            snapshot(self.decode(call)),  # a copy of its own
-            outcome.text,
-            not outcome.ok,
-            outcome.metadata,
+        """The call's record, appended to the run's. Made without the frozen dataclass's
+        ``__init__`` (a set-attribute call per field, half the record's cost): its fields go
+        straight into the instance's ``__dict__``, which is all that ``__init__`` does."""
+        entry: ToolCallRecord = object.__new__(ToolCallRecord)
+        entry.__dict__.update(
+            id=call.id,
+            name=call.name,
+            arguments=snapshot(self.decode(call)),  # a copy of its own
+            output=outcome.text,
+            is_error=outcome.error is not None,
+            metadata=outcome.metadata,
         )
         self.records.append(entry)
         return entry
@@ -253,11 +257,12 @@ class _Run:
             return
         self.state.update(reply.state)
         self.messages.extend(reply.transcript)
-        calls = [
-            {"id": call.id, "name": call.name, "arguments": self.decode(call)}
-            | ({"caller": dict(call.caller)} if call.caller is not None else {})
-            for call in reply.calls
-        ]
+        calls = []
+        for call in reply.calls:
+            entry = {"id": call.id, "name": call.name, "arguments": self.decode(call)}
+            if call.caller is not None:
+                entry["caller"] = dict(call.caller)
+            calls.append(entry)
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
         style = self.config.style
         recorded = reply.recorded if style.keeps_state else None
@@ -295,7 +300,7 @@ class _Run:
         asked = dict.fromkeys(  # in call order, each tool once
             call.name
             for call, outcome in zip(calls, outcomes, strict=True)
-            if (outcome.metadata or {}).get(RETRY)
+            if outcome.metadata is not None and outcome.metadata.get(RETRY)
         )
         for name in asked:
             self.retries[name] += 1
@@ -407,17 +412,24 @@ async def agent_loop(
     *,
     stream: bool,
     output: Output | None = None,
+    watched: bool = True,
 ) -> AsyncIterator[StreamEvent]:
-    """Run the loop, yielding events; the last one is [`DoneEvent`][toolnexus.client.DoneEvent]."""
+    """Run the loop, yielding events; the last one is [`DoneEvent`][toolnexus.client.DoneEvent].
+
+    ``watched``: whether the caller reads the events on the way. ``client.run`` reads only
+    the last one, so its runs make no event per call (see `drive`).
+    """
     run = _Run(config, prompt, tools, history, session, output)
-    async for event in drive(run, stream=stream):
+    async for event in drive(run, stream=stream, watched=watched):
         yield event
 
 
 async def resume_loop(
-    run: _Run, answers: Mapping[str, Any], *, stream: bool
+    run: _Run, answers: Mapping[str, Any], *, stream: bool, watched: bool = True
 ) -> AsyncIterator[StreamEvent]:
     """Continue a pending run: the host's answers complete the waiting turn, then the loop goes on.
+
+    ``watched``: as for `agent_loop`.
 
     Raises:
         ConfigurationError: the run is not pending, or an answer is missing.
@@ -441,10 +453,10 @@ async def resume_loop(
     del run.records[first_record:]  # the turn's records again, complete and in emitted order
     for call, before, outcome in zip(calls, outcomes, done, strict=True):
         record = run.record(call, outcome)
-        if before is PENDING:
+        if before is PENDING and watched:
             yield ToolResultEvent(record)
     run.results(calls, done)
-    async for event in drive(run, stream=stream):
+    async for event in drive(run, stream=stream, watched=watched):
         yield event
 
 
@@ -467,8 +479,12 @@ def _check_answer(call_id: str, answer: Any) -> None:
         )
 
 
-async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
+async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterator[StreamEvent]:
     """Model turns until an answer without tools, ``max_turns``, or a pending relay call.
+
+    Unless ``watched``, only the `DoneEvent` is yielded: text, call, result and usage events
+    are not made at all. Each went up through four generators to a caller that dropped it,
+    two per tool call, a measurable share of a run's cost per call.
 
     Raises:
         ProviderError: carrying the run so far as ``partial`` (status ``"error"``): the turns
@@ -481,10 +497,10 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
             run.stopped_by = reason
             break
         turn = run.turns + 1
-        run.session.log_event("turn_start", {"turn": turn})
+        run.session._append_json("turn_start", {"turn": turn})  # an int: JSON as it is
         reply: AssistantTurn | None = None
         try:
-            async for event in _turn(run, stream=stream):
+            async for event in _turn(run, stream=stream, watched=watched):
                 if isinstance(event, AssistantTurn):
                     reply = event
                 else:
@@ -493,7 +509,7 @@ async def drive(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent]:
             run.session.log_event("turn_end", {"turn": turn, "error": exc.message})
             exc.partial = run.result("error")
             raise
-        run.session.log_event("turn_end", {"turn": turn})
+        run.session._append_json("turn_end", {"turn": turn})
         if run.ended is not None:  # refused, or past the context window
             status = run.ended
             break
@@ -532,8 +548,11 @@ def _tool_choice(run: _Run) -> str | None:
     return config.tool_choice
 
 
-async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | AssistantTurn]:
-    """One model round trip and its tool calls; yields events, then the assistant turn."""
+async def _turn(
+    run: _Run, *, stream: bool, watched: bool
+) -> AsyncIterator[StreamEvent | AssistantTurn]:
+    """One model round trip and its tool calls; yields events (when ``watched``), then the
+    assistant turn."""
     config = run.config
     checked = CheckedCalls()
     lane = Scheduler(
@@ -557,13 +576,15 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
     async def on_text(text: str) -> None:
         nonlocal announced
         announced = True
-        events.put_nowait(TextDelta(text))
+        if watched:
+            events.put_nowait(TextDelta(text))
 
     async def on_call(call: ToolCall) -> None:
         nonlocal announced
         announced = True
         batch.submit(call)  # starts now, while the response may still be streaming
-        events.put_nowait(ToolCallEvent(call))
+        if watched:
+            events.put_nowait(ToolCallEvent(call))
 
     async def respond() -> AssistantTurn:
         styles = (config.style, *config.fallback)
@@ -589,32 +610,46 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
                 return turn
         raise AssertionError("unreachable: the last style returns or raises")
 
-    responding = asyncio.ensure_future(respond())
-    responding.add_done_callback(lambda _: events.put_nowait(None))
+    # Watched, the response is a task of its own, so that its text and calls reach the caller
+    # while it streams; unwatched (``client.run``), nothing is passed on before it ends, and
+    # it is awaited here: no task, no queue, no loop turns per response.
+    responding: asyncio.Future[AssistantTurn] | None = None
+    if watched:
+        responding = asyncio.ensure_future(respond())
+        responding.add_done_callback(lambda _: events.put_nowait(None))
     answered: list[Outcome] = []
     reply: AssistantTurn | None = None
     try:
-        while (event := await events.get()) is not None:
-            yield event
-        reply = responding.result()  # already recorded by run.answered (on_complete)
-        yield UsageEvent(reply.usage)
+        if responding is None:
+            reply = await respond()  # already recorded by run.answered (on_complete)
+        else:
+            while (event := await events.get()) is not None:
+                yield event
+            reply = responding.result()  # already recorded by run.answered (on_complete)
+        if watched:
+            yield UsageEvent(reply.usage)
         if reply.ending not in ("answered", "paused"):  # not in the transcript: runs nothing
             yield reply
             return
         first_record = len(run.records)
-        hosted = any(call.caller is not None for call in reply.calls)
+        hosted = batch.hosted
         deadline = config.hosted_call_timeout if hosted else None
+        pending = False
         async for call, outcome in batch.outcomes(deadline):
             answered.append(outcome)
-            if outcome is not PENDING:
-                yield ToolResultEvent(run.record(call, outcome))
-        if any(o is PENDING for o in answered):
+            if outcome is PENDING:
+                pending = True
+            else:
+                record = run.record(call, outcome)
+                if watched:
+                    yield ToolResultEvent(record)
+        if pending:
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
         elif reply.calls:
             run.results(reply.calls, answered)
         yield reply
     finally:
-        if reply is None and _succeeded(responding):
+        if reply is None and responding is not None and _succeeded(responding):
             # cut short after the response arrived (and was recorded): its calls may have run
             reply = responding.result()
         cut_short = (
@@ -623,7 +658,7 @@ async def _turn(run: _Run, *, stream: bool) -> AsyncIterator[StreamEvent | Assis
             and run.waiting is None
             and len(answered) < len(reply.calls)
         )
-        if not responding.done():
+        if responding is not None and not responding.done():
             responding.cancel()
         await lane.stop()  # what finished is delivered, in order; what still ran is abandoned
         known = await batch.finished() if cut_short else []

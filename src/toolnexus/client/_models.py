@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import itertools
 import json
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolnexus._json import encodable_data
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
-from toolnexus.client.styles._openai import OpenAIStyle, _raw
+from toolnexus.client.styles._openai import OpenAIStyle
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
 
@@ -47,15 +49,25 @@ ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
 [`ModelReply`][toolnexus.testing.ModelReply]."""
 
 
-def _copied(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """An independent copy of a turn's messages or tools: through JSON text when they are
-    plain JSON (what a server would get; many times faster than ``copy.deepcopy`` on a long
-    transcript), else ``copy.deepcopy``."""
+def _encoded(value: list[dict[str, Any]]) -> str | None:
+    """``value`` as JSON text (``json.dumps``'s defaults), or ``None`` when it is not JSON.
+
+    Turns copy what a model is shown through this text (what a server would get; many times
+    faster than ``copy.deepcopy`` on a long transcript), else through ``copy.deepcopy``."""
     try:
-        copied: list[dict[str, Any]] = json.loads(json.dumps(value))
+        return json.dumps(value)
     except (TypeError, ValueError):
-        return copy.deepcopy(value)
-    return copied
+        return None
+
+
+def _decoded(text: str) -> list[dict[str, Any]]:
+    decoded: list[dict[str, Any]] = json.loads(text)
+    return decoded
+
+
+_LONE_SURROGATE_ESCAPE = "\\ud"
+"""What every surrogate becomes in ``json.dumps``'s ASCII text (``\\udXXX``): text without it
+holds no lone surrogate (a pair is written this way too, so its presence only means "look")."""
 
 
 class FunctionModel:
@@ -80,8 +92,23 @@ class FunctionModel:
             raise ConfigurationError(f"FunctionModel takes a function, got {fn!r}.")
         self.fn = fn
         self.name = name
-        self.requests: list[list[dict[str, Any]]] = []
-        """The messages of every turn it was asked for, in order (for assertions)."""
+        self._requests: list[list[dict[str, Any]]] = []
+        self._unread: list[str | list[dict[str, Any]]] = []  # requests still as sent (text)
+
+    @property
+    def requests(self) -> list[list[dict[str, Any]]]:
+        """The messages of every turn it was asked for, in order (for assertions).
+
+        Each is kept as the JSON text it was copied through and decoded when first read here:
+        most runs never read them, and decoding every turn's whole transcript a second time
+        was a large share of an in-process run's cost per tool call.
+        """
+        if self._unread:
+            self._requests.extend(
+                _decoded(sent) if isinstance(sent, str) else sent for sent in self._unread
+            )
+            self._unread.clear()
+        return self._requests
 
     async def reply(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         """The function's answer to one turn.
@@ -90,8 +117,25 @@ class FunctionModel:
         wire: changing them changes nothing in the run. A sync function runs in a worker
         thread, so the client's ``turn_timeout`` holds for it as for an async one.
         """
-        self.requests.append(_copied(messages))
-        shown, offered = _copied(messages), _copied(tools)
+        return await self._reply(messages, tools, _encoded(messages), _encoded(tools))
+
+    async def _reply(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        text: str | None,
+        tools_text: str | None,
+    ) -> Any:
+        """`reply`, given the JSON text of the messages and of the tools (``None`` when they
+        are not JSON): the one encoding that copies them is also `InProcessStyle`'s check for
+        lone surrogates and its token estimate."""
+        if text is None:
+            self._unread.append(copy.deepcopy(messages))
+            shown = copy.deepcopy(messages)
+        else:
+            self._unread.append(text)
+            shown = _decoded(text)
+        offered = copy.deepcopy(tools) if tools_text is None else _decoded(tools_text)
         if inspect.iscoroutinefunction(self.fn):
             answer = self.fn(shown, offered)
         else:
@@ -153,6 +197,13 @@ class InProcessStyle(OpenAIStyle):
     async def sdk(self) -> Any:
         return None
 
+    def sendable(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The request as it is: `_answer` makes its strings sendable itself, from the one
+        encoding that copies the messages for the model (a second pass over the whole
+        transcript per turn, only to look for lone surrogates, was a large share of an
+        in-process run's cost per tool call)."""
+        return params
+
     async def aclose(self) -> None:
         return None
 
@@ -180,25 +231,46 @@ class InProcessStyle(OpenAIStyle):
             }
             for t in params.get("tools", [])
         ]
-        answer = await self.function_model.reply(messages, tools)
+        # what a server is sent: every string encodable (see Style.sendable)
+        offered = _encoded(tools)
+        if offered is not None and _LONE_SURROGATE_ESCAPE in offered:
+            tools = encodable_data(tools)
+            offered = _encoded(tools)
+        model = self.function_model
+        text: str | None = None
+        if type(model).reply is FunctionModel.reply:  # not overridden: one encoding for all
+            text = _encoded(messages)
+            if text is not None and _LONE_SURROGATE_ESCAPE in text:
+                messages = encodable_data(messages)
+                text = _encoded(messages)
+            answer = await model._reply(messages, tools, text, offered)
+        else:
+            messages = encodable_data(messages)
+            answer = await model.reply(messages, tools)
         if isinstance(answer, str):
             answer = ModelReply(text=answer)
         elif isinstance(answer, list):
             answer = ModelReply(calls=answer)
         if not isinstance(answer, ModelReply) or not all(
-            isinstance(c, ToolCall) for c in answer.calls
+            map(isinstance, answer.calls, itertools.repeat(ToolCall))
         ):
             raise ConfigurationError(
                 f"{self.function_model.name} returned {answer!r}: return a string, a list of "
                 "ToolCall, or a ModelReply."
             )
-        usage = answer.usage or Usage(
-            _estimate(json.dumps(messages, default=str)),
-            _estimate(answer.text + "".join(c.name + _raw(c.arguments) for c in answer.calls)),
+        turn = self._turn(
+            answer.text, list(answer.calls), Usage(), "tool_calls" if answer.calls else "stop"
         )
-        return self._turn(
-            answer.text, list(answer.calls), usage, "tool_calls" if answer.calls else "stop"
-        )
+        if answer.usage is not None:
+            turn.usage = answer.usage
+        else:  # the calls as the message sends them: their arguments are not written twice
+            sent = [c["function"] for c in turn.message.get("tool_calls", ())]
+            written = answer.text + "".join([f["name"] + f["arguments"] for f in sent])
+            turn.usage = Usage(
+                _estimate(text if text is not None else json.dumps(messages, default=str)),
+                _estimate(written),
+            )
+        return turn
 
 
 def _no_sdk(tls: ssl.SSLContext) -> Any:  # pragma: no cover - sdk() is overridden

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed
-from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch
+from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
+from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, needs_approval
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
@@ -72,9 +72,22 @@ class CheckedCalls:
         """Mark the call carrying ``ctx`` as checked."""
         self._held[id(ctx)] = ctx
 
-    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Outcome]:
-        """The lane's dispatch function ``(tool, args, run_ctx) -> Outcome``."""
-        if self._held.pop(id(run_ctx), None) is run_ctx:
+    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
+        """The lane's dispatch function ``(tool, args, run_ctx) -> value | Outcome``.
+
+        A checked call that no hook, approval or hosted caller stands in front of is handed
+        to the lane as the tool's own coroutine: `checked_dispatch` would only turn its
+        value or exception into an outcome, which the lane does the same way.
+        """
+        ctx = self._held.pop(id(run_ctx), None)
+        if ctx is not None and ctx is run_ctx:
+            hooks, policy = ctx.hooks, ctx.policy
+            if (
+                ctx.caller is None
+                and (hooks is None or not (hooks.before or hooks.after))
+                and not (tool.requires_approval if policy is None else needs_approval(tool, policy))
+            ):
+                return tool._start_checked(args, ctx)
             return checked_dispatch(tool, args, run_ctx)
         return direct_dispatch(tool, args, run_ctx)
 
@@ -111,15 +124,23 @@ class TurnCalls:
         self._direct = frozenset(direct)  # called directly even under "code" mode
         self._kit = kit
         self._mode = mode
+        self._collapses = parse_mode(mode) == "code"  # direct calls may be refused at all
         self._ctx = ctx
         self._relay_handler = relay_handler
         self.calls: list[ToolCall] = []
+        self.hosted = False  # whether a provider-hosted program made any of the calls
         self._answers: list[Ticket | Outcome | asyncio.Task[Outcome]] = []
 
     def submit(self, call: ToolCall) -> None:
         """Queue ``call`` (never raises)."""
         self.calls.append(call)
-        if call.name not in self._direct and collapsed(self._mode, call.name, call):
+        if call.caller is not None:
+            self.hosted = True
+        if (
+            self._collapses
+            and call.name not in self._direct
+            and collapsed(self._mode, call.name, call)
+        ):
             # refused before hooks or approval can see it
             self._answers.append(Outcome.failure(call.name, collapse_message(call.name)))
             return
@@ -141,7 +162,8 @@ class TurnCalls:
             else:
                 self._answers.append(asyncio.ensure_future(self._relay(call, args)))
             return
-        ctx = _for_call(self._ctx, call.id, caller_id(call.caller))
+        caller = None if call.caller is None else caller_id(call.caller)
+        ctx = _for_call(self._ctx, call.id, caller)
         if self._checked is not None:
             self._checked.hold(ctx)
         self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))
@@ -171,7 +193,8 @@ class TurnCalls:
             elif isinstance(answer, asyncio.Task):
                 yield call, await answer
             elif end is None:
-                yield call, await self._lane.wait(answer)
+                known = self._lane._known(answer)  # most are done by now: no coroutine then
+                yield call, known if known is not None else await self._lane.wait(answer)
             else:
                 outcome = await self._lane.wait(answer, timeout=end - loop.time())
                 if not answer.done:

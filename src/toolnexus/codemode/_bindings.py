@@ -92,13 +92,14 @@ class RunContext(Generic[Deps]):
         return direct_dispatch(tool, args, self)
 
 
-def _needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
+def needs_approval(tool: Tool, policy: PermissionPolicy | None) -> bool:
+    """Whether a call of ``tool`` must be approved before it runs, under ``policy``."""
     return policy.needs_approval(tool) if policy is not None else tool.requires_approval
 
 
 async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext[Any]) -> str | None:
     """``None`` when the call may run, else the message of its refusal."""
-    if not _needs_approval(tool, ctx.policy):
+    if not needs_approval(tool, ctx.policy):
         return None
     if ctx.approval_handler is None:
         return (
@@ -157,7 +158,7 @@ async def _dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any, *, checked: 
     ctx = run_ctx if isinstance(run_ctx, RunContext) else RunContext(deps=run_ctx)
     if ctx.caller is not None:
         note_caller(ctx.caller)
-    if _needs_approval(tool, ctx.policy):
+    if needs_approval(tool, ctx.policy):
         refusal = await _approved(tool, args, ctx)
         if refusal is not None:
             return Outcome.failure(tool.name, refusal)

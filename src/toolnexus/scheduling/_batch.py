@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,15 +112,16 @@ def precheck(
     if isinstance(args, str):
         return retry_outcome(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:
-        tool.validate_arguments(args)
+        tool._validator(args)  # validate_arguments, one call less
     except ToolArgumentsError as exc:
         return retry_outcome(call.name, str(exc))
     return tool, args
 
 
-async def _invoke_checked(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
-    """The dispatch of a batch: `precheck` has validated the arguments already."""
-    return await tool._invoke_checked(args, run_ctx)
+def _invoke_checked(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
+    """The dispatch of a batch: `precheck` has validated the arguments already. Not a
+    coroutine itself: it hands the lane the tool's own (see ``Tool._start_checked``)."""
+    return tool._start_checked(args, run_ctx)
 
 
 def check_calls(calls: Iterable[object]) -> None:
@@ -169,7 +170,7 @@ def record_tool_result(
             "tool_call_id": call.id,
             "name": call.name,
             "content": outcome.text,
-            "is_error": not outcome.ok,
+            "is_error": outcome.error is not None,
         },
         at,
     )

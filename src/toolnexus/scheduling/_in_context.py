@@ -7,6 +7,10 @@ task for many calls instead. Wrapping each call's coroutine in `InContext` keeps
 per-call semantics: every step of the coroutine (``send``, ``throw``, ``close``) runs inside the
 call's own context copy, so contextvars set by the scheduler's creator are visible and a call's
 own ``ContextVar.set()`` never leaks into the next call the worker runs.
+
+A worker takes the first step of a call's coroutine itself, inside the context; only a call
+that suspends is wrapped, with the value its first step yielded (``first``). Most tool calls
+finish in their first step, and the wrapper (three method calls) was then pure overhead.
 """
 
 from __future__ import annotations
@@ -18,14 +22,27 @@ from typing import Any
 __all__ = ["InContext"]
 
 
+_NOT_STARTED = object()
+
+
 class InContext:
-    """An awaitable that steps ``coro`` inside ``context``: ``await InContext(ctx, coro)``."""
+    """An awaitable that steps ``coro`` inside ``context``: ``await InContext(ctx, coro)``.
 
-    __slots__ = ("_context", "_coro")
+    ``first``: what the coroutine's first step yielded, when the caller took that step
+    itself (inside the same context); it is handed on before any further step.
+    """
 
-    def __init__(self, context: contextvars.Context, coro: Coroutine[Any, Any, Any]) -> None:
+    __slots__ = ("_context", "_coro", "_first")
+
+    def __init__(
+        self,
+        context: contextvars.Context,
+        coro: Coroutine[Any, Any, Any],
+        first: Any = _NOT_STARTED,
+    ) -> None:
         self._context = context
         self._coro = coro
+        self._first = first
 
     def __await__(self) -> Generator[Any, Any, Any]:
         return self  # a generator-compatible iterator (send, throw, close)
@@ -34,6 +51,10 @@ class InContext:
         return self
 
     def __next__(self) -> Any:
+        first = self._first
+        if first is not _NOT_STARTED:
+            self._first = _NOT_STARTED
+            return first
         return self._context.run(self._coro.send, None)
 
     def send(self, value: Any) -> Any:

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus._json import encodable_text
+from toolnexus._json import _INT_BOUND, encodable_text
 from toolnexus._snapshot import safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
 from toolnexus.tools import ToolResult
@@ -123,6 +123,11 @@ def retry_outcome(tool: str, message: str) -> Outcome:
     return Outcome(error=Outcome.failure(tool, message).error, metadata={RETRY: True})
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=safe_repr)
+"""``json.dumps(value, ensure_ascii=False, default=safe_repr)`` without a new encoder per
+call (``json.dumps`` builds one whenever it is given options)."""
+
+
 def _result_text(output: Any) -> str:
     """``output`` as text: a string as is, anything else as JSON. Never raises.
 
@@ -133,8 +138,10 @@ def _result_text(output: Any) -> str:
     """
     if isinstance(output, str):
         return encodable_text(str.__str__(output))
+    if type(output) is int and -_INT_BOUND < output < _INT_BOUND:
+        return int.__repr__(output)  # as JSON writes it, without the encoder's set-up
     try:
-        text = json.dumps(output, ensure_ascii=False, default=safe_repr)
+        text = _ENCODER.encode(output)
     except (TypeError, ValueError, RecursionError):
         text = json.dumps(snapshot(output), ensure_ascii=False)
     return encodable_text(text)

@@ -200,7 +200,8 @@ class SchedulingRule:
         rule.submit("parallel", Resources(reads=["a.txt"]))    # -> (3, [])    waits for call 1
 
     Cost: while no uncommitted call declares resources the lane runs the safe/unsafe rule
-    itself (starts are FIFO; a decision is a few set and deque operations). The first
+    itself (starts are FIFO; a submission is decided in constant time, and a settle scans the
+    queue only when calls wait in it; each is a few set and deque operations). The first
     declaration switches the lane to the general rule until it is idle again: a decision then
     looks at the pending calls in order until the cap is reached or a call that writes
     everything blocks the rest, and finds a keyed call's conflicts with one look-up per path
@@ -275,19 +276,31 @@ class SchedulingRule:
             raise ValueError(f"mode must be 'parallel' or 'exclusive', got {mode!r}")
         seq = self._next
         if resources is None and not self._general:
+            # The safe/unsafe rule, decided here without a scan: after every decision the head
+            # of a non-empty queue is blocked, and a submission changes nothing that could free
+            # it, so a new call starts only when the queue is empty and it may start itself.
             self._next = seq + 1
             self._modes[seq] = mode
-            if mode == "exclusive":
-                self._exclusives.append(seq)
-            self._pending.append(seq)
-            started = self._start_fifo()
-            if not started or started[-1] != seq:  # held back: by what, known now
-                if mode == "exclusive":
-                    if self._cursor < seq:
-                        self._waits[seq] = self._cursor
-                elif self._exclusives and self._exclusives[0] < seq:
+            if mode == "parallel":
+                if (
+                    not self._pending
+                    and self._barrier is None
+                    and len(self._running) < self.max_parallel
+                ):
+                    self._running.add(seq)
+                    return seq, [seq]
+                self._pending.append(seq)
+                if self._exclusives:  # held back by the earliest exclusive call, else the cap
                     self._waits[seq] = self._exclusives[0]
-            return seq, started
+                return seq, []
+            self._exclusives.append(seq)
+            if self._cursor == seq:  # every earlier call has committed: nothing runs or waits
+                self._barrier = seq
+                self._running.add(seq)
+                return seq, [seq]
+            self._pending.append(seq)
+            self._waits[seq] = self._cursor  # it waits for every earlier call, this one first
+            return seq, []
         if resources is not None and not isinstance(resources, Resources):
             raise ValueError(f"resources must be Resources or None, got {resources!r}")
         if not self._general:
@@ -315,20 +328,21 @@ class SchedulingRule:
             The calls that commit now, then the calls that start now, each in order. Carry out
             the commits first: a call freed by a commit must not start before that commit.
         """
-        running = self._running
-        if seq not in running:
-            raise ValueError(f"call {seq} is not running, so it cannot settle")
-        running.remove(seq)
+        try:
+            self._running.remove(seq)
+        except KeyError:
+            raise ValueError(f"call {seq} is not running, so it cannot settle") from None
         if seq != self._cursor:  # an earlier call is still outstanding: wait for it
             self._settled.add(seq)
             return [], self._start_ready() if self._general else self._start_fifo()
         committed = [seq]
         settled = self._settled
         cursor = seq + 1
-        while cursor in settled:
-            settled.remove(cursor)
-            committed.append(cursor)
-            cursor += 1
+        if settled:
+            while cursor in settled:
+                settled.remove(cursor)
+                committed.append(cursor)
+                cursor += 1
         self._cursor = cursor
         waits = self._waits
         if not self._general:
@@ -339,11 +353,12 @@ class SchedulingRule:
                 for done in committed:
                     waits.pop(done, None)
             exclusives = self._exclusives
-            while exclusives and exclusives[0] < cursor:
-                exclusives.popleft()
-            if self._barrier is not None and self._barrier < cursor:
-                self._barrier = None
-            return committed, self._start_fifo()
+            if exclusives and exclusives[0] < cursor:
+                while exclusives and exclusives[0] < cursor:
+                    exclusives.popleft()
+                if self._barrier is not None and self._barrier < cursor:
+                    self._barrier = None
+            return committed, self._start_fifo() if self._pending else []
         for done in committed:
             waits.pop(done, None)
         self._release(cursor)

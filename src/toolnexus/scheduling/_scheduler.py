@@ -27,6 +27,7 @@ import inspect
 import itertools
 import logging
 import time
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from toolnexus._snapshot import snapshot
-from toolnexus._tracing import end_tool_span, tool_span
+from toolnexus._tracing import end_tool_span, tool_span, tool_spans_needed
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._outcome import (
@@ -44,7 +45,7 @@ from toolnexus.scheduling._outcome import (
 )
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
-from toolnexus.tools import Tool
+from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 
@@ -83,6 +84,14 @@ class Dispatch(Protocol):
     """
 
     def __call__(self, tool: Tool, args: dict[str, Any], run_ctx: Any, /) -> Awaitable[Any]: ...
+
+
+def _outcome_of(name: str, value: Any) -> Outcome:
+    """The outcome of a call of ``name`` that returned ``value`` (a plain value needs no
+    checks: it is the value)."""
+    if isinstance(value, (Outcome, ToolResult)):
+        return outcome_from_value(name, value)
+    return Outcome(value=value)
 
 
 async def _raise(exc: Exception) -> Any:
@@ -274,6 +283,7 @@ class Scheduler:
         self._here: set[asyncio.Task[Any]] = set()  # tasks running a call of call_in_task
         self._ready: deque[_Call] = deque()  # started, not yet taken by a worker, in order
         self._context = contextvars.copy_context()
+        self._traced = tool_spans_needed(self._context)  # else no span work per call at all
         self._stopped = False
 
     # -- public API ----------------------------------------------------------------------------
@@ -317,7 +327,7 @@ class Scheduler:
     ) -> tuple[Ticket, list[int]]:
         """`submit` up to the rule's answer: the ticket, and the calls the rule started now
         (not yet carried out)."""
-        name = _tool_name(tool)
+        name = tool.name if isinstance(tool, Tool) else _tool_name(tool)
         if self._stopped:
             return self._answered(name, SCHEDULER_GONE), []
         try:
@@ -342,7 +352,16 @@ class Scheduler:
         future: asyncio.Future[Outcome] = loop.create_future()
         seq, started = self._rule.submit(mode, resources)
         self._calls[seq] = _Call(
-            seq, tool, dispatched, logged, mode, run_ctx, future, call_id, resources, time.time()
+            seq,
+            tool,
+            dispatched,
+            logged,
+            mode,
+            run_ctx,
+            future,
+            call_id,
+            resources,
+            time.time() if self._timing else 0.0,
         )
         return Ticket(self, seq, name, future), started
 
@@ -371,6 +390,16 @@ class Scheduler:
             return Outcome.failure(
                 ticket.tool, f"no outcome within {timeout} s; the call may still be running"
             )
+
+    def _known(self, ticket: Ticket) -> Outcome | None:
+        """What `wait` would return at once for a done ``ticket`` of this lane (without a
+        coroutine to await), else ``None``."""
+        if ticket._owner is not self:
+            return None
+        future = ticket._future
+        if future is None:
+            return ticket._answer
+        return future.result() if future.done() else None
 
     async def call(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
         """Submit one call and wait for its outcome; never raises (cancellation aside).
@@ -408,7 +437,7 @@ class Scheduler:
                 self._carry_out([], started, take=False)
             return await self.wait(ticket)
         call = self._calls[ticket.seq]
-        self._begin(call)
+        self._mark_started(call)
         self._here.add(task)
         try:
             outcome = await self._run_here(call, task)
@@ -421,13 +450,20 @@ class Scheduler:
 
     async def _run_here(self, call: _Call, task: asyncio.Task[Any]) -> Outcome:
         """Run one started call in the awaiting ``task`` (see `call_in_task`); its outcome."""
-        call.started = time.time()
-        name = call.tool.name
+        if self._timing:
+            call.started = time.time()
+        name, traced = call.tool.name, self._traced
         context = self._context.copy()  # the call's own copy of the creator's context
         try:
-            value = await InContext(context, context.run(self._coroutine, call))
+            try:
+                coro, first = context.run(self._begin, call)
+            except StopIteration as finished:  # done in its first step: nothing to await
+                value = finished.value
+            else:
+                value = await InContext(context, coro, first)
         except asyncio.CancelledError:
-            end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
+            if traced:
+                end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
             if task.cancelling():  # the caller's (or stop()'s) cancellation: abandoned
                 if not self._stopped:
                     self._settle(call, Outcome.failure(name, ABANDONED), take=False)
@@ -438,13 +474,15 @@ class Scheduler:
             outcome = outcome_from_exception(name, exc)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
             outcome = outcome_from_exception(name, exc)
-            end_tool_span(call.span, outcome.error)
+            if traced:
+                end_tool_span(call.span, outcome.error)
             if not self._stopped:
                 self._settle(call, outcome, take=False)
             raise
         else:
-            outcome = outcome_from_value(name, value)
-        end_tool_span(call.span, outcome.error)
+            outcome = _outcome_of(name, value)
+        if traced:
+            end_tool_span(call.span, outcome.error)
         return outcome
 
     def dispatch_fun(self) -> Callable[[Tool, Any, Any], Awaitable[Outcome]]:
@@ -525,21 +563,24 @@ class Scheduler:
             assert call.outcome is not None  # the rule commits settled calls only
             if self._timing:
                 self._log_timing(call, call.outcome)
-            self._deliver(call, call.outcome)
+            if not call.future.done():  # _deliver, inline: once per call
+                call.future.set_result(call.outcome)
         if not started:
             return self._ready.popleft() if take and self._ready else None
         ready = self._ready
         for seq in started:
             call = calls[seq]
-            self._begin(call)
+            self._mark_started(call)
             ready.append(call)
         for _ in range(len(started) - 1 if take else len(started)):
             self._spawn()
         return ready.popleft() if take else None
 
-    def _begin(self, call: _Call) -> None:
-        """A call the rule has started: what it waited for, and its audit event."""
-        call.waited = self._rule.waited_for(call.seq)
+    def _mark_started(self, call: _Call) -> None:
+        """A call the rule has started: what it waited for (looked up only when some call
+        waited at all: mostly none did), and its audit event."""
+        rule = self._rule
+        call.waited = rule.waited_for(call.seq) if rule._waits else None
         if self._audit:
             self._log_start(call)
         elif call.resources is not None:
@@ -555,14 +596,22 @@ class Scheduler:
         slot.took = True
         call = slot.call = self._ready.popleft() if self._ready else None
         handled = 0
+        timing, traced = self._timing, self._traced
         while call is not None:
-            call.started = time.time()  # when it begins running, not when the rule let it
+            if timing:
+                call.started = time.time()  # when it begins running, not when the rule let it
             name = call.tool.name
             context = self._context.copy()  # the call's own copy of the creator's context
             try:
-                value = await InContext(context, context.run(self._coroutine, call))
+                try:
+                    coro, first = context.run(self._begin, call)
+                except StopIteration as finished:  # done in its first step: nothing to await
+                    value = finished.value
+                else:
+                    value = await InContext(context, coro, first)
             except asyncio.CancelledError:
-                end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
+                if traced:
+                    end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
                 slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
@@ -572,14 +621,16 @@ class Scheduler:
                 outcome = outcome_from_exception(name, exc)
             except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
                 outcome = outcome_from_exception(name, exc)
-                end_tool_span(call.span, outcome.error)
+                if traced:
+                    end_tool_span(call.span, outcome.error)
                 slot.call = None
                 if not self._stopped:
                     self._settle(call, outcome, take=False)
                 raise
             else:
-                outcome = outcome_from_value(name, value)
-            end_tool_span(call.span, outcome.error)
+                outcome = _outcome_of(name, value)
+            if traced:
+                end_tool_span(call.span, outcome.error)
             if self._stopped:
                 return  # stop() has answered this call already
             slot.call = None
@@ -612,24 +663,29 @@ class Scheduler:
             attributes["toolnexus.call.waited_for.resource"] = call.waited.resource
         return attributes
 
-    def _coroutine(self, call: _Call) -> Coroutine[Any, Any, Any]:
-        """The dispatch's coroutine, or one that returns (or raises) what the dispatch did.
+    def _begin(self, call: _Call) -> tuple[Coroutine[Any, Any, Any], Any]:
+        """The call's coroutine and what its first step yielded; raises ``StopIteration``
+        (carrying the value) when it finished in that step.
 
-        Runs inside the call's own context (``_work`` calls it through ``context.run``), where
-        the call's trace span is made current.
+        The coroutine is the dispatch's own, or one that returns (or raises) what the dispatch
+        did. Runs inside the call's own context (``_work`` calls it through ``context.run``),
+        where the call's trace span is made current (when spans are needed at all).
         """
-        call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
+        if self._traced:
+            call.span = tool_span(call.tool.name, functools.partial(self._span_attributes, call))
         try:
             result = self._dispatch(call.tool, call.args, call.run_ctx)
         except Exception as exc:
-            return _raise(exc)
-        if asyncio.iscoroutine(result):
-            return result
-        return _resolve(result)
+            coro = _raise(exc)  # raised in its first step, never as StopIteration
+        else:
+            is_coroutine = type(result) is types.CoroutineType or asyncio.iscoroutine(result)
+            coro = result if is_coroutine else _resolve(result)
+        return coro, coro.send(None)
 
     def _settle(self, call: _Call, outcome: Outcome, *, take: bool) -> _Call | None:
         call.outcome = outcome
-        call.finished = time.time()
+        if self._timing:
+            call.finished = time.time()
         committed, started = self._rule.settle(call.seq)
         return self._carry_out(committed, started, take=take)
 
@@ -695,8 +751,9 @@ class Scheduler:
             "started": call.started or call.finished,
             "finished": call.finished,
             "ok": outcome.error is None,
-            **self._scheduling_facts(call),
         }
+        if call.resources is not None or call.waited is not None:
+            data.update(self._scheduling_facts(call))
         if outcome.error is not None:
             data["error"] = outcome.error.get("message", "")
         if self._audit:  # a Code Mode lane: its program's call id

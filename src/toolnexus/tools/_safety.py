@@ -77,6 +77,9 @@ def classify(tool: Tool, args: dict[str, Any]) -> tuple[Mode, Resources | None]:
     a copy of the arguments, so it cannot change what the tool receives.
     """
     declare = tool.resources
+    if declare is None and tool.concurrency_safe is None:  # most tools: their hints decide
+        hints = tool.hints
+        return ("parallel" if hints is not None and hints.read_only is True else "exclusive"), None
     mode = concurrency_mode(tool, args)
     if declare is None:
         return mode, None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +186,7 @@ class Tool:
     _run_parsed: Callable[[BaseModel, Any], Any] | None = field(init=False, repr=False)
     _takes_context: bool = field(init=False, repr=False)
     _is_async: bool = field(init=False, repr=False)
+    _direct: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -260,6 +261,9 @@ class Tool:
         object.__setattr__(self, "_run_parsed", run_parsed)
         object.__setattr__(self, "_takes_context", _accepts_context(self.execute))
         object.__setattr__(self, "_is_async", _is_async(self.execute))
+        # async, no timeout, nothing parsed: a checked call is the execute coroutine itself
+        direct = run_parsed is None and self.timeout is None and self._is_async
+        object.__setattr__(self, "_direct", direct)
 
     def validate_arguments(self, args: Mapping[str, Any]) -> None:
         """Check ``args`` against the tool's schema.
@@ -288,6 +292,18 @@ class Tool:
         second time; a tool whose function takes a parsed model still parses them."""
         parsed = self._validator(args) if self._run_parsed is not None else None
         return await self._run(parsed, args, ctx)
+
+    def _start_checked(self, args: dict[str, Any], ctx: Any = None) -> Awaitable[Any]:
+        """`_invoke_checked`, without coroutines of its own when they would only pass the
+        call on: an async ``execute`` with no timeout and no parsed model is called here and
+        its coroutine handed back, for a scheduler lane to await directly (three coroutine
+        frames fewer per call)."""
+        if self._direct:
+            started: Awaitable[Any] = (
+                self.execute(args, ctx) if self._takes_context else self.execute(args)
+            )
+            return started
+        return self._invoke_checked(args, ctx)
 
     async def _run(self, parsed: Any, args: dict[str, Any], ctx: Any) -> Any:
         target: Callable[..., Any]

@@ -370,7 +370,7 @@ class Style:
         Raises:
             ProviderError: one line saying what went wrong (the server's body in ``detail``).
         """
-        params = encodable_data(self.request(messages, tools, tool_choice, state or {}))
+        params = self.sendable(self.request(messages, tools, tool_choice, state or {}))
         server = urlsplit(self.base_url).hostname or self.base_url
         limit = self.wire.turn_timeout
         with model_request_span(self.name, self.model, server) as span:
@@ -405,6 +405,12 @@ class Style:
                     for call in turn.calls:
                         await on_call(call)
             return turn
+
+    def sendable(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The request body with every string made encodable (`encodable_data`): one lone
+        surrogate anywhere (a model's text, a tool's result) would fail the whole request."""
+        sendable: dict[str, Any] = encodable_data(params)
+        return sendable
 
     def _late(self, limit: float | None, stream: bool) -> ProviderError:
         """The error for a turn past ``turn_timeout``: what was stopped, and what to change."""

@@ -230,7 +230,7 @@ class OpenAIStyle(Style):
             {
                 "role": "tool",
                 "tool_call_id": c.id,
-                "content": o.text if o.ok else f"{FAILURE_MARK}{o.text}",
+                "content": o.text if o.error is None else f"{FAILURE_MARK}{o.text}",
             }
             for c, o in zip(calls, outcomes, strict=True)
         ]
