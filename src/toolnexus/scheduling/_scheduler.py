@@ -453,14 +453,10 @@ class Scheduler:
         if self._timing:
             call.started = time.time()
         name, traced = call.tool.name, self._traced
-        context = self._context.copy()  # the call's own copy of the creator's context
         try:
-            try:
-                coro, first = context.run(self._begin, call)
-            except StopIteration as finished:  # done in its first step: nothing to await
-                value = finished.value
-            else:
-                value = await InContext(context, coro, first)
+            value, rest = self._start(call)
+            if rest is not None:
+                value = await rest
         except asyncio.CancelledError:
             if traced:
                 end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
@@ -601,14 +597,10 @@ class Scheduler:
             if timing:
                 call.started = time.time()  # when it begins running, not when the rule let it
             name = call.tool.name
-            context = self._context.copy()  # the call's own copy of the creator's context
             try:
-                try:
-                    coro, first = context.run(self._begin, call)
-                except StopIteration as finished:  # done in its first step: nothing to await
-                    value = finished.value
-                else:
-                    value = await InContext(context, coro, first)
+                value, rest = self._start(call)
+                if rest is not None:
+                    value = await rest
             except asyncio.CancelledError:
                 if traced:
                     end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
@@ -663,12 +655,23 @@ class Scheduler:
             attributes["toolnexus.call.waited_for.resource"] = call.waited.resource
         return attributes
 
+    def _start(self, call: _Call) -> tuple[Any, InContext | None]:
+        """Start ``call`` in its own copy of the lane's context: ``(its value, None)`` when it
+        finished in its first step (most calls do: nothing to wrap or await), else ``(None,
+        the rest of it to await)``. Raises what its first step raised."""
+        context = self._context.copy()
+        try:
+            coro, first = context.run(self._begin, call)
+        except StopIteration as finished:
+            return finished.value, None
+        return None, InContext(context, coro, first)
+
     def _begin(self, call: _Call) -> tuple[Coroutine[Any, Any, Any], Any]:
         """The call's coroutine and what its first step yielded; raises ``StopIteration``
         (carrying the value) when it finished in that step.
 
         The coroutine is the dispatch's own, or one that returns (or raises) what the dispatch
-        did. Runs inside the call's own context (``_work`` calls it through ``context.run``),
+        did. Runs inside the call's own context (`_start` calls it through ``context.run``),
         where the call's trace span is made current (when spans are needed at all).
         """
         if self._traced:
