@@ -10,8 +10,8 @@ Rows (``docs/performance.md`` explains each floor):
   ``asyncio.gather`` of the same calls, JSON arguments decoded in both (target <= 2.0);
 * ``client``: ``client.run`` with an in-process model (``FunctionModel``) asking for 100
   no-op async calls in one response, per call, against the same ``Semaphore(10)`` plus
-  ``gather`` floor (target <= 4.0: 20 us per call where that floor is 5 us, below smolagents'
-  34 us measured on that machine);
+  ``gather`` floor (target <= 4.0: 20 us per call where that floor is 5 us; ``bench/peers.py``
+  measures smolagents and pydantic-ai beside it);
 * ``monty sub-call``: a program awaiting a no-op tool N times, per call, against
   pydantic-monty's own awaited round trip (``AsyncMonty``, an async external function)
   (target <= 1.15), and against the sync floor (a sync external function) (target <= 1.6);
