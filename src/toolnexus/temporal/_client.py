@@ -21,7 +21,7 @@ from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
-from toolnexus.temporal._history import RunTimes, read_times
+from toolnexus.temporal._history import RunHistory, read_history
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
     Timings,
@@ -192,49 +192,21 @@ async def run_batch(
         if isinstance(cause, ApplicationError) and cause.type == TOO_LARGE:
             raise ConfigurationError(cause.message) from None
         raise
-    parts = result.get("runs", [])
-    wire = await _read_parts(temporal_client, handle.id, calls, result["outcomes"], parts)
+    parts = [i for i, data in enumerate(result["outcomes"]) if isinstance(data, int)]
+    history = None
+    if parts or session is not None:  # one reading of the histories serves both
+        history = await read_history(temporal_client, handle.id)
+    wire = list(result["outcomes"])
+    for index in parts:  # left in a history: the activity result of "<position>:<call id>"
+        assert history is not None
+        payloads = history.results[f"{index}:{calls[index].id}"].payloads
+        [wire[index]] = await temporal_client.data_converter.decode(payloads, [dict])
     outcomes = [outcome_from_wire(data) for data in wire]
     if session is not None:
-        times = await read_times(temporal_client, handle.id)
+        assert history is not None
         for index, (call, outcome) in enumerate(zip(calls, outcomes, strict=True)):
-            finished = times.record_call(session, str(index), call, outcome, lane=1)
+            finished = history.record_call(session, str(index), call, outcome, lane=1)
             record_tool_result(session, call, outcome, at=finished)
-    return outcomes
-
-
-async def _read_parts(
-    temporal_client: TemporalClient,
-    workflow_id: str,
-    calls: Sequence[ToolCall],
-    outcomes: list[Any],
-    runs: list[str],
-) -> list[dict[str, Any]]:
-    """The outcomes, with each one the workflow returned as a part (the number of the run, in
-    ``runs``, whose history holds it, because the whole would not fit one payload) read back
-    from that history: the activity result of ``"<position>:<call id>"``."""
-    wanted: dict[int, list[int]] = {}
-    for index, data in enumerate(outcomes):
-        if isinstance(data, int):
-            wanted.setdefault(data, []).append(index)
-    if not wanted:
-        return outcomes
-    outcomes = list(outcomes)
-    for run, indexes in wanted.items():
-        handle = temporal_client.get_workflow_handle(workflow_id, run_id=runs[run])
-        history = await handle.fetch_history()
-        scheduled: dict[int, str] = {}
-        results: dict[str, Any] = {}
-        for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                attributes = event.activity_task_scheduled_event_attributes
-                scheduled[event.event_id] = attributes.activity_id
-            elif event.HasField("activity_task_completed_event_attributes"):
-                completed = event.activity_task_completed_event_attributes
-                results[scheduled[completed.scheduled_event_id]] = completed.result
-        for index in indexes:
-            payloads = results[f"{index}:{calls[index].id}"].payloads
-            [outcomes[index]] = await temporal_client.data_converter.decode(payloads, [dict])
     return outcomes
 
 
@@ -371,8 +343,8 @@ class RunHandle:
             temporalio.client.WorkflowFailureError: the run was cancelled or terminated.
         """
         data = await self._handle.result()
-        times = await read_times(self._client, self._handle.id)
-        result = _run_result(self._prompt, data, times)
+        history = await read_history(self._client, self._handle.id)
+        result = _run_result(self._prompt, data, history)
         if data["status"] == "error":
             error = ProviderError(None, data.get("error", "a model request failed"))
             error.partial = result
@@ -385,9 +357,9 @@ class RunHandle:
         await self._handle.cancel()
 
 
-def _run_result(prompt: str, data: dict[str, Any], times: RunTimes) -> RunResult:
+def _run_result(prompt: str, data: dict[str, Any], times: RunHistory) -> RunResult:
     """The ``RunResult`` of a finished durable run, with its session log rebuilt in order: its
-    events at the times the histories give (`RunTimes`), each call's ``call_timing`` too."""
+    events at the times the histories give (`RunHistory`), each call's ``call_timing`` too."""
     session = Session()
     opening = times.activities.get("model:0")  # the prompt was sent with the first request
     prompt_event = {"content": encodable_text(prompt)}  # as sent

@@ -1,11 +1,12 @@
-"""When each call of a durable run ran, read back from its workflow histories.
+"""What a durable run's workflow histories hold: when each call ran, and its recorded result.
 
 Why from the history: the server already records, for every activity, when the workflow
 scheduled it, when a worker started its last attempt and when it closed, on one clock (the
 server's). Reading those times after the run costs the run nothing: carrying them in each
 outcome instead made every payload larger (a 20,000-call batch's carried state passed what one
 payload holds). A call's class and declared resources come from the same histories: they are
-the recorded answers of the classification activities.
+the recorded answers of the classification activities. The same reading gives the caller each
+activity's recorded result, from which a batch's outcomes left in the histories are read back.
 
 What the histories cannot give: what a call waited for and when the rule got it (the workflow's
 rule decides that in memory, between history events): an agent run's workflow records those for
@@ -20,13 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio.api.common.v1 import Payloads
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client as TemporalClient
 
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.session import Session
 
-__all__ = ["ActivityTimes", "RunTimes", "read_times"]
+__all__ = ["ActivityTimes", "RunHistory", "read_history"]
 
 _CLASSIFY = re.compile(r"^(?P<prefix>(?:\d+:)?)classify:(?P<first>\d+)(?:@\d+)?$")
 
@@ -42,12 +44,14 @@ class ActivityTimes:
 
 
 @dataclass
-class RunTimes:
-    """What the histories of every run of one workflow say of its activities: their times by
-    activity id, and the classification facts of each call by its place (``"<prefix><index>"``,
-    ``prefix`` being ``"<turn>:"`` in an agent run and empty in a batch)."""
+class RunHistory:
+    """What the histories of every run of one workflow say of its activities: their times and
+    the results of those that completed, by activity id (unique across the runs), and the
+    classification facts of each call by its place (``"<prefix><index>"``, ``prefix`` being
+    ``"<turn>:"`` in an agent run and empty in a batch)."""
 
     activities: dict[str, ActivityTimes] = field(default_factory=dict)
+    results: dict[str, Payloads] = field(default_factory=dict)
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def record_call(
@@ -93,10 +97,10 @@ class RunTimes:
         return float(data["finished"])
 
 
-async def read_times(temporal_client: TemporalClient, workflow_id: str) -> RunTimes:
-    """The `RunTimes` of a finished workflow, from the histories of all its runs (following
-    continue-as-new back to the first)."""
-    times = RunTimes()
+async def read_history(temporal_client: TemporalClient, workflow_id: str) -> RunHistory:
+    """The `RunHistory` of a finished workflow, from the histories of all its runs (following
+    continue-as-new back to the first), each fetched once."""
+    times = RunHistory()
     run_id: str | None = None
     while True:
         handle = temporal_client.get_workflow_handle(workflow_id, run_id=run_id)
@@ -109,7 +113,7 @@ async def read_times(temporal_client: TemporalClient, workflow_id: str) -> RunTi
 
 
 async def _read_run(
-    temporal_client: TemporalClient, events: Sequence[HistoryEvent], times: RunTimes
+    temporal_client: TemporalClient, events: Sequence[HistoryEvent], times: RunHistory
 ) -> None:
     scheduled: dict[int, str] = {}  # scheduled event id -> activity id
     for event in events:
@@ -128,6 +132,7 @@ async def _read_run(
             activity_id = scheduled[closed]
             times.activities[activity_id].closed = at
             if event.HasField("activity_task_completed_event_attributes"):
+                times.results[activity_id] = event.activity_task_completed_event_attributes.result
                 await _read_facts(temporal_client, activity_id, event, times)
 
 
@@ -146,7 +151,7 @@ def _closed(event: HistoryEvent) -> int | None:
 
 
 async def _read_facts(
-    temporal_client: TemporalClient, activity_id: str, event: HistoryEvent, times: RunTimes
+    temporal_client: TemporalClient, activity_id: str, event: HistoryEvent, times: RunHistory
 ) -> None:
     """The calls' classes and resources, from a classification activity's recorded answer."""
     match = _CLASSIFY.match(activity_id)
