@@ -144,20 +144,48 @@ NOOP_TOOL = Tool(
 )
 
 
+def _noop_calls(n: int) -> list[ToolCall]:
+    """``n`` calls of ``noop``, their arguments JSON text as a model sends them."""
+    return [ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(n)]
+
+
+async def _gathered(calls: list[ToolCall]) -> float:
+    """The floor, per call: ``Semaphore(10)`` plus ``gather`` of the calls' no-op function,
+    their JSON arguments decoded."""
+    semaphore = asyncio.Semaphore(10)
+
+    async def one(call: ToolCall) -> int:
+        async with semaphore:
+            assert isinstance(call.arguments, str)
+            return await _noop_fn(**json.loads(call.arguments))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(c) for c in calls))
+    return (time.perf_counter() - start) / len(calls)
+
+
+async def _rounds(
+    variants: dict[str, Callable[[], Awaitable[float]]], repeats: int, per_round: int
+) -> dict[str, float]:
+    """The median over ``repeats`` rounds of each variant's median of ``per_round`` runs."""
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, value in (await ainterleaved(variants, per_round)).items():
+            rounds[name].append(value)
+    return {name: statistics.median(values) for name, values in rounds.items()}
+
+
+def _in_process_client(calls: list[ToolCall]) -> Any:
+    """A client whose in-process model asks for ``calls`` in one response, then answers."""
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        return calls if messages[-1]["role"] == "user" else "done"
+
+    return create_client(model=FunctionModel(model), code_mode="native")
+
+
 def bench_run_batch(repeats: int, n: int = 100) -> None:
-    calls = [ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(n)]
-
-    async def gathered() -> float:
-        semaphore = asyncio.Semaphore(10)
-
-        async def one(call: ToolCall) -> int:
-            async with semaphore:
-                assert isinstance(call.arguments, str)
-                return await _noop_fn(**json.loads(call.arguments))
-
-        start = time.perf_counter()
-        await asyncio.gather(*(one(c) for c in calls))
-        return (time.perf_counter() - start) / n
+    calls = _noop_calls(n)
 
     async def batched() -> float:
         start = time.perf_counter()
@@ -166,16 +194,11 @@ def bench_run_batch(repeats: int, n: int = 100) -> None:
         assert all(o.ok for o in outcomes), outcomes[0]
         return elapsed
 
-    async def main() -> dict[str, float]:
-        variants = {"gather": gathered, "batch": batched}
-        rounds: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(repeats):
-            times = await ainterleaved(variants, 20)  # 20 batches each, interleaved
-            for name, value in times.items():
-                rounds[name].append(value)
-        return {name: statistics.median(values) for name, values in rounds.items()}
-
-    times = asyncio.run(main())
+    variants: dict[str, Callable[[], Awaitable[float]]] = {
+        "gather": lambda: _gathered(calls),
+        "batch": batched,
+    }
+    times = asyncio.run(_rounds(variants, repeats, 20))  # 20 batches each, interleaved
     report("run_batch, per call", times["batch"], times["gather"], 2.0)
 
 
@@ -186,24 +209,8 @@ def bench_client(repeats: int, n: int = 100) -> None:
     """``client.run`` with an in-process model asking for ``n`` no-op calls in one response,
     per call, against ``Semaphore(10)`` plus ``gather`` of the same calls: 20 us per call on
     the machine of ``docs/performance.md``, whose floor there is ~5 us (target <= 4.0)."""
-    calls = [ToolCall(f"c{i}", "noop", f'{{"n": {i}, "label": "item {i}"}}') for i in range(n)]
-
-    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-        return calls if messages[-1]["role"] == "user" else "done"
-
-    client = create_client(model=FunctionModel(model), code_mode="native")
-
-    async def gathered() -> float:
-        semaphore = asyncio.Semaphore(10)
-
-        async def one(call: ToolCall) -> int:
-            async with semaphore:
-                assert isinstance(call.arguments, str)
-                return await _noop_fn(**json.loads(call.arguments))
-
-        start = time.perf_counter()
-        await asyncio.gather(*(one(c) for c in calls))
-        return (time.perf_counter() - start) / n
+    calls = _noop_calls(n)
+    client = _in_process_client(calls)
 
     async def looped() -> float:
         start = time.perf_counter()
@@ -214,16 +221,11 @@ def bench_client(repeats: int, n: int = 100) -> None:
         assert not any(record.is_error for record in result.tool_calls)
         return elapsed
 
-    async def main() -> dict[str, float]:
-        variants = {"gather": gathered, "client": looped}
-        rounds: dict[str, list[float]] = {name: [] for name in variants}
-        for _ in range(repeats):
-            times = await ainterleaved(variants, 10)
-            for name, value in times.items():
-                rounds[name].append(value)
-        return {name: statistics.median(values) for name, values in rounds.items()}
-
-    times = asyncio.run(main())
+    variants: dict[str, Callable[[], Awaitable[float]]] = {
+        "gather": lambda: _gathered(calls),
+        "client": looped,
+    }
+    times = asyncio.run(_rounds(variants, repeats, 10))
     report("client.run, per call", times["client"], times["gather"], 4.0)
 
 
@@ -297,12 +299,7 @@ def bench_client_http(repeats: int, n: int = 100) -> None:
         over_http = create_client(
             base_url=url + "/v1", model="test-model", api_key="k", code_mode="native"
         )
-        calls = [ToolCall(f"c{i}", "noop", {"n": i, "label": f"item {i}"}) for i in range(n)]
-
-        def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
-            return calls if messages[-1]["role"] == "user" else "done"
-
-        in_process = create_client(model=FunctionModel(model), code_mode="native")
+        in_process = _in_process_client(_noop_calls(n))
 
         cpu: dict[str, list[float]] = {"http": [], "in process": []}
 
