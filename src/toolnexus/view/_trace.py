@@ -48,22 +48,13 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
         if group["requests"]:
             events.append(_meta(pid, tid, "thread_name", "model requests"))
             for request in group["requests"]:
-                events.append(
-                    {
-                        "name": f"model turn {request.get('turn')}",
-                        "cat": "model",
-                        "ph": "X",
-                        "ts": _us(request["start"]),
-                        "dur": _us(max(0.0, request["end"] - request["start"])),
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {
-                            "model": request.get("model"),
-                            "input_tokens": request.get("input_tokens"),
-                            "output_tokens": request.get("output_tokens"),
-                        },
-                    }
-                )
+                args = {
+                    "model": request.get("model"),
+                    "input_tokens": request.get("input_tokens"),
+                    "output_tokens": request.get("output_tokens"),
+                }
+                turn = f"model turn {request.get('turn')}"
+                events.append(_complete(turn, "model", request, pid, tid, args))
                 ends.append(request["end"])
             tid += 1
         programs = {p["id"]: p for p in group["programs"]}
@@ -83,22 +74,13 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
             events.append(_meta(pid, tid, "thread_name", row["label"]))
             for call in row["calls"]:
                 places[call["id"]] = (tid, call)
-                events.append(
-                    {
-                        "name": call["name"],
-                        "cat": f"tool,{call['class']}",
-                        "ph": "X",
-                        "ts": _us(call["start"]),
-                        "dur": _us(max(0.0, call["end"] - call["start"])),
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {
-                            key: call[key]
-                            for key in ("id", "class", "mode", "program", "error", "resources")
-                            if call.get(key) is not None
-                        },
-                    }
-                )
+                args = {
+                    key: call[key]
+                    for key in ("id", "class", "mode", "program", "error", "resources")
+                    if call.get(key) is not None
+                }
+                category = f"tool,{call['class']}"
+                events.append(_complete(call["name"], category, call, pid, tid, args))
                 ends.append(call["end"])
             tid += 1
         for waiting_tid, call in places.values():
@@ -134,6 +116,15 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
 
 def _meta(pid: int, tid: int, kind: str, name: str) -> dict[str, Any]:
     return {"name": kind, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def _complete(
+    name: str, cat: str, span: Mapping[str, Any], pid: int, tid: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    """A complete event (``X``) from ``span``'s ``start`` to its ``end`` (ms)."""
+    event = _slice("X", name, cat, span["start"], pid, tid, args)
+    event["dur"] = _us(max(0.0, span["end"] - span["start"]))
+    return event
 
 
 def _slice(
