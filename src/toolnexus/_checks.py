@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from typing import TypeGuard
 
 from toolnexus.errors import ConfigurationError
 
-__all__ = ["int_at_least", "positive_int", "positive_number"]
+__all__ = ["int_at_least", "positive_int", "positive_number", "refuse_unknown"]
 
 
 def int_at_least(value: object, minimum: int) -> TypeGuard[int]:
@@ -35,3 +36,18 @@ def positive_number(value: object) -> TypeGuard[float]:
         and math.isfinite(value)
         and value > 0
     )
+
+
+def refuse_unknown(
+    given: Iterable[object], known: Sequence[str], what: str, where: str = ""
+) -> None:
+    """Refuse names that ``known`` does not hold.
+
+    Raises:
+        ConfigurationError: "unknown ``what`` a, b``where``; known: c, d." (sorted).
+    """
+    unknown = sorted(str(name) for name in set(given) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"unknown {what} {', '.join(unknown)}{where}; known: {', '.join(known)}."
+        )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolnexus._checks import refuse_unknown
 from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._mcp_config import config_error, parse_config
@@ -80,12 +81,7 @@ def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
     options = config.get("toolnexus", {})
     if not isinstance(options, Mapping):
         raise ConfigurationError("the config's 'toolnexus' key must be an object of options.")
-    unknown = sorted(str(key) for key in set(options) - set(OPTION_KEYS))
-    if unknown:
-        raise ConfigurationError(
-            f"unknown toolnexus option(s) {', '.join(unknown)} in the config; known: "
-            f"{', '.join(OPTION_KEYS)}."
-        )
+    refuse_unknown(options, OPTION_KEYS, "toolnexus option(s)", " in the config")
     try:
         checked = _Options.model_validate(dict(options)).model_dump(exclude_unset=True)
     except ValidationError as exc:
@@ -93,24 +89,14 @@ def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
     policy = checked.get("policy")
     if policy is not None:
         known = [f.name for f in dataclasses.fields(PermissionPolicy)]
-        unknown = sorted(set(policy) - set(known))
-        if unknown:
-            raise ConfigurationError(
-                f"unknown key(s) {', '.join(unknown)} in toolnexus.policy; known: "
-                f"{', '.join(known)}."
-            )
+        refuse_unknown(policy, known, "key(s)", " in toolnexus.policy")
         try:
             checked["policy"] = PermissionPolicy(**policy)
         except ConfigurationError as exc:
             raise ConfigurationError(f"toolnexus.policy: {exc}") from None
     budgets = checked.get("budgets")
     if budgets is not None:
-        unknown = sorted(set(budgets) - set(BUDGET_KEYS))
-        if unknown:
-            raise ConfigurationError(
-                f"unknown budget(s) {', '.join(unknown)} in toolnexus.budgets; known: "
-                f"{', '.join(BUDGET_KEYS)}."
-            )
+        refuse_unknown(budgets, BUDGET_KEYS, "budget(s)", " in toolnexus.budgets")
         try:
             _Budgets.model_validate(budgets)
         except ValidationError as exc:

@@ -23,7 +23,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
-from toolnexus._checks import positive_int
+from toolnexus._checks import positive_int, refuse_unknown
 from toolnexus._version import __version__
 from toolnexus.codemode import (
     RUN_CODE_BASE_DESCRIPTION,
@@ -38,6 +38,7 @@ from toolnexus.codemode import (
 )
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
+from toolnexus.mcp._config import BUDGET_KEYS
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
@@ -452,11 +453,7 @@ def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:
     """The shared runtime for ``language``, or a runtime of its own with ``budgets``."""
     if not budgets:
         return default_runtime(language)
-    unknown = sorted(set(budgets) - set(BUDGET_KEYS))
-    if unknown:
-        raise ConfigurationError(
-            f"unknown budget(s) {', '.join(unknown)}; known: {', '.join(BUDGET_KEYS)}."
-        )
+    refuse_unknown(budgets, BUDGET_KEYS, "budget(s)")
     if language == "javascript":
         from toolnexus.codemode.runtimes import V8Runtime
 
@@ -464,9 +461,6 @@ def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:
     if language != "python":
         raise ConfigurationError(f"language must be 'python' or 'javascript', got {language!r}.")
     return MontyRuntime(**budgets)
-
-
-BUDGET_KEYS = ("timeout", "max_memory", "max_output", "max_sub_calls")
 
 
 def _search_note(language: str, count: int) -> str:
