@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fake_provider import FakeProvider
+from frontier_endpoint import FrontierEndpoint
 from helpers import Probe, RuntimeFactory
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
@@ -164,3 +165,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
     _SPANS.clear()
     yield _SPANS
     _SPANS.clear()
+
+
+@pytest.fixture
+def endpoints() -> Iterator[list[FrontierEndpoint]]:
+    """The frontier endpoints a test started (``frontier_endpoint.start``); stopped at its end."""
+    made: list[FrontierEndpoint] = []
+    yield made
+    for endpoint in made:
+        endpoint.stop()

@@ -1184,6 +1184,14 @@ def fixed_parts(raw: bytes, style: str) -> tuple[str, str]:
     return system, members.get("tools", "")
 
 
+def start(endpoints: list[FrontierEndpoint], profile: str, **options: Any) -> FrontierEndpoint:
+    """Start an endpoint playing ``profile``, kept in ``endpoints`` (the fixture of that name
+    stops them all when the test ends)."""
+    endpoint = FrontierEndpoint(profile, **options).start()
+    endpoints.append(endpoint)
+    return endpoint
+
+
 @as_tool(hints=ToolHints(read_only=True))
 def lookup(city: str) -> str:
     """Look up the weather in a city."""

@@ -4,7 +4,6 @@ figures of both styles summed in ``RunResult.usage`` (see ``frontier_endpoint.py
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,21 +17,8 @@ from frontier_endpoint import (
     humidity,
     lookup,
     run,
+    start,
 )
-
-
-@pytest.fixture
-def endpoints() -> Iterator[list[FrontierEndpoint]]:
-    made: list[FrontierEndpoint] = []
-    yield made
-    for endpoint in made:
-        endpoint.stop()
-
-
-def start(endpoints: list[FrontierEndpoint], profile: str) -> FrontierEndpoint:
-    endpoint = FrontierEndpoint(profile).start()
-    endpoints.append(endpoint)
-    return endpoint
 
 
 def three_turns(server: FrontierEndpoint) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -36,6 +35,7 @@ from frontier_endpoint import (
     FrontierEndpoint,
     Step,
     fixed_parts,
+    start,
 )
 
 TOOLS = [
@@ -55,20 +55,6 @@ OPENAI_TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture
-def endpoints() -> Iterator[list[FrontierEndpoint]]:
-    made: list[FrontierEndpoint] = []
-    yield made
-    for endpoint in made:
-        endpoint.stop()
-
-
-def start(endpoints: list[FrontierEndpoint], profile: str, **options: Any) -> FrontierEndpoint:
-    endpoint = FrontierEndpoint(profile, **options).start()
-    endpoints.append(endpoint)
-    return endpoint
 
 
 def post(endpoint: FrontierEndpoint, body: dict[str, Any]) -> httpx.Response:

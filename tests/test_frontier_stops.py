@@ -4,7 +4,6 @@ OpenRouter's ``error`` finish reason; and the settings the endpoints refuse, ref
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,23 +18,10 @@ from frontier_endpoint import (
     lookup,
     replayed,
     run,
+    start,
 )
 from toolnexus.client import RunResult
 from toolnexus.errors import ConfigurationError, ProviderError
-
-
-@pytest.fixture
-def endpoints() -> Iterator[list[FrontierEndpoint]]:
-    made: list[FrontierEndpoint] = []
-    yield made
-    for endpoint in made:
-        endpoint.stop()
-
-
-def start(endpoints: list[FrontierEndpoint], profile: str, **options: Any) -> FrontierEndpoint:
-    endpoint = FrontierEndpoint(profile, **options).start()
-    endpoints.append(endpoint)
-    return endpoint
 
 
 def mentions(body: Any, text: str) -> bool:
