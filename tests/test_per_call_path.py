@@ -22,6 +22,7 @@ from toolnexus import (
     run_batch,
     tool,
 )
+from toolnexus.client import _models
 from toolnexus.errors import ToolArgumentsError
 from toolnexus.testing import FunctionModel, ModelReply
 from toolnexus.tools import ToolHooks
@@ -347,6 +348,39 @@ async def test_with_no_tracer_provider_a_lane_does_no_span_work_per_call(
     assert started == ["echo", "echo", "echo"]
 
 
+async def test_with_no_tracer_provider_a_model_request_starts_no_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each model request went through the no-op tracer's context managers (a span looked up,
+    # made current again, ended): nothing, at a measurable cost per turn. With no provider
+    # the current span is handed back as it is; with one, the request's span is started.
+    from opentelemetry import trace
+
+    from toolnexus import _tracing
+
+    started: list[str] = []
+
+    class Counting:
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def start_as_current_span(self, name: str, **kwargs: Any) -> Any:
+            started.append(name)
+            return self.real.start_as_current_span(name, **kwargs)
+
+    monkeypatch.setattr(_tracing, "_tracer", Counting(_tracing._tracer))
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    echo_tool, _ = counted_echo()
+    client = create_client(model=hundred_calls_then_done(n=2), code_mode="native")
+    result = await client.run("go", tools=[echo_tool])
+    assert result.text == "done" and started == []
+
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())
+    client = create_client(model=hundred_calls_then_done(n=2), code_mode="native")
+    await client.run("go", tools=[echo_tool])
+    assert started == ["chat function-model", "chat function-model"]
+
+
 async def test_a_plain_async_tool_is_awaited_by_the_lane_without_wrappers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -455,6 +489,12 @@ async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
             isinstance(m, dict) and m.get("role") == "user" for m in value
         )
 
+    class Encoder(json.JSONEncoder):
+        def encode(self, value: Any) -> str:
+            if is_transcript(value):
+                encoded.append(len(value))
+            return super().encode(value)
+
     def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
         if is_transcript(value):
             encoded.append(len(value))
@@ -468,6 +508,7 @@ async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
 
     monkeypatch.setattr(json, "dumps", dumps)
     monkeypatch.setattr(json, "loads", loads)
+    monkeypatch.setattr(_models, "_COPY_ENCODER", Encoder(check_circular=False))
     echo_tool, _ = counted_echo()
     model = hundred_calls_then_done(n=3)
     result = await create_client(model=model, code_mode="native").run("go", tools=[echo_tool])
@@ -723,3 +764,29 @@ async def test_client_run_awaits_each_response_without_a_task(
     streamed = [event.type async for event in client.stream("go", tools=[echo_tool])]
     assert streamed[-1] == "done"
     assert tasks.count("respond") == 2  # one per turn
+
+
+def test_a_plain_values_outcome_made_directly_equals_the_dataclass_one() -> None:
+    # outcome_of sets a plain value's Outcome slots itself: every field must be set as
+    # __init__ sets it (a field added to Outcome and not to outcome_of fails here).
+    from toolnexus.scheduling._outcome import outcome_of
+
+    for value in (None, 3, "text", {"a": [1, 2]}):
+        made, reference = outcome_of("t", value), Outcome(value=value)
+        for field in dataclasses.fields(Outcome):
+            assert getattr(made, field.name) == getattr(reference, field.name), field.name
+        assert made == reference and made.text == reference.text
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.value = 1  # type: ignore[misc]
+
+
+def test_the_transcript_encoder_skips_the_cycle_check_yet_refuses_a_cycle() -> None:
+    # The copy's encoder has no cycle check (a set of every container's id); a cycle still
+    # ends as "not JSON" (the model is then shown a deep copy), not as a crash.
+    looped: dict[str, Any] = {"role": "user"}
+    looped["self"] = looped
+    assert _models._COPY_ENCODER.check_circular is False
+    assert _models._encoded([looped]) is None
+    assert _models._encoded([{"role": "user", "content": "hi"}]) == (
+        '[{"role": "user", "content": "hi"}]'
+    )

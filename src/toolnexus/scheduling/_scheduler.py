@@ -41,11 +41,11 @@ from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._outcome import (
     Outcome,
     outcome_from_exception,
-    outcome_from_value,
+    outcome_of,
 )
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
-from toolnexus.tools import Tool, ToolResult
+from toolnexus.tools import Tool
 from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 
@@ -84,14 +84,6 @@ class Dispatch(Protocol):
     """
 
     def __call__(self, tool: Tool, args: dict[str, Any], run_ctx: Any, /) -> Awaitable[Any]: ...
-
-
-def _outcome_of(name: str, value: Any) -> Outcome:
-    """The outcome of a call of ``name`` that returned ``value`` (a plain value needs no
-    checks: it is the value)."""
-    if isinstance(value, (Outcome, ToolResult)):
-        return outcome_from_value(name, value)
-    return Outcome(value=value)
 
 
 async def _raise(exc: Exception) -> Any:
@@ -476,7 +468,7 @@ class Scheduler:
                 self._settle(call, outcome, take=False)
             raise
         else:
-            outcome = _outcome_of(name, value)
+            outcome = outcome_of(name, value)
         if traced:
             end_tool_span(call.span, outcome.error)
         return outcome
@@ -620,7 +612,7 @@ class Scheduler:
                     self._settle(call, outcome, take=False)
                 raise
             else:
-                outcome = _outcome_of(name, value)
+                outcome = outcome_of(name, value)
             if traced:
                 end_tool_span(call.span, outcome.error)
             if self._stopped:
