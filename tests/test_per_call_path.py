@@ -734,7 +734,9 @@ async def test_a_run_record_holds_every_field_without_the_dataclass_init(
     record = result.tool_calls[1]
     expected = ToolCallRecord("c1", "echo", {"n": 1}, "1", False, None)
     assert record == expected and repr(record) == repr(expected)
-    assert vars(record) == {f.name: getattr(expected, f.name) for f in dataclasses.fields(expected)}
+    for field in dataclasses.fields(expected):
+        assert getattr(record, field.name) == getattr(expected, field.name), field.name
+    assert not hasattr(record, "__dict__")  # slots: one object a record, for the collector
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.output = "changed"  # type: ignore[misc]
 

@@ -31,6 +31,7 @@ from toolnexus.client._result import (
     ToolCallRecord,
     ToolResultEvent,
     UsageEvent,
+    made_record,
 )
 from toolnexus.client._turn import PENDING, CheckedCalls, RelayHandler, TurnCalls
 from toolnexus.client.styles import AssistantTurn, Style, Usage
@@ -194,17 +195,15 @@ class _Run:
         return held[1]
 
     def record(self, call: ToolCall, outcome: Outcome) -> ToolCallRecord:
-        """The call's record, appended to the run's. Made without the frozen dataclass's
-        ``__init__`` (a set-attribute call per field, half the record's cost): its fields go
-        straight into the instance's ``__dict__``, which is all that ``__init__`` does."""
-        entry: ToolCallRecord = object.__new__(ToolCallRecord)
-        entry.__dict__.update(
-            id=call.id,
-            name=call.name,
-            arguments=snapshot(self.decode(call)),  # a copy of its own
-            output=outcome.text,
-            is_error=outcome.error is not None,
-            metadata=outcome.metadata,
+        """The call's record, appended to the run's (made without the frozen dataclass's
+        ``__init__``: see `made_record`)."""
+        entry = made_record(
+            call.id,
+            call.name,
+            snapshot(self.decode(call)),  # a copy of its own
+            outcome.text,
+            outcome.error is not None,
+            outcome.metadata,
         )
         self.records.append(entry)
         return entry

@@ -24,7 +24,7 @@ __all__ = [
 RunStatus = Literal["done", "incomplete", "pending", "refused", "error"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """One tool call of a run and what it returned, as the model saw it.
 
@@ -43,6 +43,35 @@ class ToolCallRecord:
     output: str
     is_error: bool
     metadata: dict[str, Any] | None = None
+
+
+_new = object.__new__
+_set_id = ToolCallRecord.__dict__["id"].__set__
+_set_name = ToolCallRecord.__dict__["name"].__set__
+_set_arguments = ToolCallRecord.__dict__["arguments"].__set__
+_set_output = ToolCallRecord.__dict__["output"].__set__
+_set_is_error = ToolCallRecord.__dict__["is_error"].__set__
+_set_metadata = ToolCallRecord.__dict__["metadata"].__set__
+
+
+def made_record(
+    id: str, name: str, arguments: Any, output: str, is_error: bool, metadata: Any
+) -> ToolCallRecord:
+    """``ToolCallRecord(...)`` with its slots set directly.
+
+    Why: the frozen dataclass's ``__init__`` goes through ``object.__setattr__`` once per
+    field, half the cost of a record, and a run makes one per tool call. Slots, not a
+    ``__dict__``: a run keeps every record while it lasts, and each one is then one object for
+    the garbage collector to walk, not two.
+    """
+    record: ToolCallRecord = _new(ToolCallRecord)
+    _set_id(record, id)
+    _set_name(record, name)
+    _set_arguments(record, arguments)
+    _set_output(record, output)
+    _set_is_error(record, is_error)
+    _set_metadata(record, metadata)
+    return record
 
 
 @dataclass
