@@ -313,7 +313,7 @@ class Run:
     # -- loop side -----------------------------------------------------------------------------
 
     def _submit(self, call_id: int, name: str, args: Any) -> None:
-        self.calls[call_id] = asyncio.ensure_future(self._call(call_id, name, args))
+        self.calls[call_id] = self.loop.create_task(self._call(call_id, name, args))
 
     async def _call(self, call_id: int, name: str, args: Any) -> Outcome:
         outcome = await self.call_tool(name, args)
@@ -400,8 +400,7 @@ class Run:
                     self._raise_if_stopped()  # stopped before the worker was known
                     pins = self._pin(session.worker_pid)
                     try:
-                        fed = None if spare is None else key[0]
-                        value = self._run(session, code, tool_names, check, fed=fed)
+                        value = self._run(session, code, key[0], check, fed=spare is not None)
                     finally:  # before the result: the caller sees affinities put back
                         if pins is not None:
                             pins.release(self.cpus)
@@ -440,47 +439,51 @@ class Run:
         self,
         session: monty.MontySession,
         code: str,
-        tool_names: Sequence[str],
+        text: str,
         check: Future[str | None] | None,
         *,
-        fed: str | None = None,
+        fed: bool = False,
     ) -> Any:
-        """Feed the prelude (unless the session was fed ``fed``, this run's prelude, already)
-        and run the program to its result."""
+        """Feed the prelude ``text`` (unless the session was ``fed`` it already) and run the
+        program to its result."""
         printer = self.logs.write
-        text = prelude(tool_names, concurrent=self.concurrent)
-        if fed != text:
+        if not fed:
             session.feed_run(text, skip_type_check=True, print_callback=printer)
         problems = check.result() if check is not None else None  # checked meanwhile
         if problems is not None:
             return TypeProblems(problems)
         snap = session.feed_start(code, skip_type_check=True, print_callback=printer)
         sub_calls = 0
+        max_sub_calls = self.budgets.max_sub_calls
+        concurrent = self.concurrent
+        submit = self.loop.call_soon_threadsafe
         arrived: dict[int, Any] = {}
         while not isinstance(snap, monty.MontyComplete):
             if isinstance(snap, monty.FunctionSnapshot):
+                # Each property of a snapshot converts from the sandbox's values anew: the
+                # arguments are read once.
                 if snap.is_os_function:
                     snap = snap.resume_not_handled()
-                elif snap.function_name != HOST_CALL or len(snap.args) != 2:
+                elif snap.function_name != HOST_CALL or len(call := snap.args) != 2:
                     message = f"name '{snap.function_name}' is not defined"
                     snap = snap.resume({"exc_type": "NameError", "message": message})
                 else:
                     sub_calls += 1
-                    if sub_calls > self.budgets.max_sub_calls:
-                        limit = self.budgets.max_sub_calls
+                    if sub_calls > max_sub_calls:
                         raise Stopped(
                             ProgramFailure(
                                 "abort",
-                                f"the program made more than {limit} tool calls (max_sub_calls)",
+                                f"the program made more than {max_sub_calls} tool calls "
+                                "(max_sub_calls)",
                             )
                         )
-                    name, args = snap.args
+                    name, args = call
                     call_id = snap.call_id
-                    self.loop.call_soon_threadsafe(self._submit, call_id, str(name), args)
-                    if self.concurrent:
+                    submit(self._submit, call_id, str(name), args)
+                    if concurrent:
                         snap = snap.resume({"future": ...})
                     else:  # one call at a time: answer it here, no future round trip
-                        snap = snap.resume(self._committed_results([call_id], arrived)[call_id])
+                        snap = snap.resume(self._only_outcome())
             elif isinstance(snap, monty.NameLookupSnapshot):
                 snap = snap.resume()
             elif isinstance(snap, monty.FutureSnapshot):
@@ -497,6 +500,14 @@ class Run:
         while self._take(arrived, block=False):
             pass
         return {i: arrived.pop(i) for i in sorted(wanted & arrived.keys())}
+
+    def _only_outcome(self) -> Any:
+        """Block until the one call in flight committed (a program without concurrent awaits
+        has no other); its answer."""
+        item = self._outcomes.get()
+        if item is _STOP:
+            raise Stopped(self.stopped or ProgramFailure("abort", "the run was stopped"))
+        return self._answer(item[1])
 
     def _take(self, arrived: dict[int, Any], *, block: bool) -> bool:
         try:
