@@ -777,6 +777,41 @@ async def test_a_spare_monty_session_whose_worker_died_is_not_used() -> None:
         await runtime.aclose()
 
 
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfds (Linux)")
+async def test_a_spare_monty_session_s_worker_is_watched_without_reading_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Taking a kept session asks whether its worker lives through a pidfd opened when it was
+    kept (one poll), not by reading ``/proc/PID/stat`` on the run's critical path; a worker
+    killed while kept is still noticed (as a zombie, before anyone reaps it)."""
+    from toolnexus.codemode.runtimes import _monty_run
+
+    read: list[int | None] = []
+
+    def counted(pid: int | None) -> bool:
+        read.append(pid)
+        return worker_alive(pid)
+
+    monkeypatch.setattr(_monty_run, "worker_alive", counted)
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+    try:
+        for i in range(3):  # the second and third take the session the run before kept
+            out = await run_program(f"await tools.echo({{'i': {i}}})", [tool], runtime=runtime)
+            assert out.get("result") == {"echo": {"i": i}}, out
+            await wait_until(lambda: runtime._spares._held is not None)
+        held = runtime._spares._held
+        assert held is not None and held[2].worker_pid is not None
+        os.kill(held[2].worker_pid, signal.SIGKILL)
+        await wait_until(lambda: not worker_alive(held[2].worker_pid))
+        assert not held[3].alive()
+        out = await run_program("await tools.echo({'i': 9})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 9}}, out
+    finally:
+        await runtime.aclose()
+    assert read == [], read
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is seen only with two CPUs or more (Linux)",

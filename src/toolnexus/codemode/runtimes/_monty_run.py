@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import queue
+import select
 import signal
 import threading
 from collections.abc import Sequence
@@ -166,7 +167,8 @@ class SpareSession:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: monty.Monty | None = None  # the pool it may hold a session of
-        self._held: tuple[SpareKey, Any, monty.MontySession] | None = None  # key, checkout
+        # key, checkout, session, and a watch on its worker
+        self._held: tuple[SpareKey, Any, monty.MontySession, WorkerWatch] | None = None
 
     def open(self, pool: monty.Monty) -> None:
         """Keep sessions of ``pool`` from now on."""
@@ -178,6 +180,7 @@ class SpareSession:
         with self._lock:
             held, self._held, self._pool = self._held, None, None
         if held is not None:
+            held[3].close()
             _give_back(held[1])
 
     def take(self, pool: monty.Monty, key: SpareKey) -> tuple[Any, monty.MontySession] | None:
@@ -193,7 +196,9 @@ class SpareSession:
             if held is None or held[0] != key or self._pool is not pool:
                 return None
             self._held = None
-        if not worker_alive(held[2].worker_pid):
+        alive = held[3].alive()
+        held[3].close()
+        if not alive:
             _give_back(held[1])
             return None
         return held[1], held[2]
@@ -216,13 +221,47 @@ class SpareSession:
             logger.debug("feeding a spare Monty session its prelude failed", exc_info=True)
             _give_back(checkout)
             return
+        kept = (key, checkout, session, WorkerWatch(session.worker_pid))
         with self._lock:
             if self._pool is pool:
-                held, self._held = self._held, (key, checkout, session)
+                held, self._held = self._held, kept
             else:  # closed meanwhile
-                held = (key, checkout, session)
+                held = kept
         if held is not None:
+            held[3].close()
             _give_back(held[1])
+
+
+class WorkerWatch:
+    """Whether a worker process still runs, asked cheaply and often (not thread-safe).
+
+    Why a pidfd: it turns readable when the process ends (a zombie included), so the question
+    is one ``poll`` with no wait (about a microsecond), where reading ``/proc/PID/stat`` costs
+    about thirteen, on a warm start's critical path. Where there is no pidfd (not Linux, an
+    old kernel), `worker_alive` answers.
+    """
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self._fd: int | None = None
+        if pid is not None and hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):  # gone already, or no pidfd here
+                self._fd = os.pidfd_open(pid)
+
+    def alive(self) -> bool:
+        """Whether the process still runs (not gone, not a zombie)."""
+        fd = self._fd
+        if fd is None:
+            return worker_alive(self.pid)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return not poller.poll(0)
+
+    def close(self) -> None:
+        """Let go of the pidfd (a closed watch answers through `worker_alive`)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def worker_alive(pid: int | None) -> bool:
