@@ -13,7 +13,7 @@ from helpers import Probe, RuntimeFactory
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
-from toolnexus.codemode.runtimes._monty_run import worker_alive
+from toolnexus.codemode.runtimes._monty_run import WorkerWatch, worker_alive
 from toolnexus.errors import ConfigurationError
 
 
@@ -39,6 +39,16 @@ def failing_tool() -> Tool:
         raise RuntimeError("disk is on fire")
 
     return Tool("breaks", "Always fails.", {"type": "object"}, execute=execute)
+
+
+def worker_exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited as a whole (its last thread too): what a pidfd
+    reports. ``/proc`` shows a killed process as a zombie a moment before that."""
+    watch = WorkerWatch(pid)
+    try:
+        return not watch.alive()
+    finally:
+        watch.close()
 
 
 async def wait_until(condition: Any, turns: int = 5000) -> None:
@@ -768,7 +778,7 @@ async def test_a_spare_monty_session_whose_worker_died_is_not_used() -> None:
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         for _ in range(500):  # gone, or a zombie
-            if not worker_alive(pid):
+            if worker_exited(pid):
                 break
             await asyncio.sleep(0.01)
         out = await run_program("await tools.echo({'i': 2})", [tool], runtime=runtime)
@@ -803,8 +813,7 @@ async def test_a_spare_monty_session_s_worker_is_watched_without_reading_proc(
         held = runtime._spares._held
         assert held is not None and held[2].worker_pid is not None
         os.kill(held[2].worker_pid, signal.SIGKILL)
-        await wait_until(lambda: not worker_alive(held[2].worker_pid))
-        assert not held[3].alive()
+        await wait_until(lambda: not held[3].alive())  # the whole process has exited
         out = await run_program("await tools.echo({'i': 9})", [tool], runtime=runtime)
         assert out.get("result") == {"echo": {"i": 9}}, out
     finally:

@@ -237,8 +237,10 @@ class WorkerWatch:
 
     Why a pidfd: it turns readable when the process ends (a zombie included), so the question
     is one ``poll`` with no wait (about a microsecond), where reading ``/proc/PID/stat`` costs
-    about thirteen, on a warm start's critical path. Where there is no pidfd (not Linux, an
-    old kernel), `worker_alive` answers.
+    about thirteen, on a warm start's critical path. It reports a process ended once its last
+    thread has (``/proc`` shows a killed one as a zombie a moment earlier); either way a worker
+    may die just after the question, and its run then fails as any run whose worker dies.
+    Where there is no pidfd (not Linux, an old kernel), `worker_alive` answers.
     """
 
     def __init__(self, pid: int | None) -> None:
