@@ -657,6 +657,41 @@ async def test_a_monty_sub_call_that_never_suspends_costs_the_loop_two_turns() -
         await runtime.aclose()
 
 
+async def test_a_sequential_monty_program_s_sub_calls_share_one_task() -> None:
+    """A program without concurrent awaits has one call in flight at a time: its calls run one
+    after another in one carrier task, so a run of 40 calls makes as many tasks as a run of one
+    (a program that may await concurrently still gets a task per call, as its calls overlap)."""
+    loop = asyncio.get_running_loop()
+    created: list[int] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(1)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+
+    async def tasks_of(calls: int, head: str = "") -> int:
+        code = f"{head}n = 0\nfor i in range({calls}):\n    n += (await tools.echo({{'i': i}}))"
+        code += "['echo']['i']\nn"
+        created.clear()
+        loop.set_task_factory(factory)
+        try:
+            out = await run_program(code, [tool], runtime=runtime)
+        finally:
+            loop.set_task_factory(None)
+        assert out.get("result") == sum(range(calls)), out
+        return len(created)
+
+    try:
+        await tasks_of(1)  # a warm worker
+        assert await tasks_of(40) == await tasks_of(1)
+        gathered = await tasks_of(40, "import asyncio\n")
+        assert gathered >= await tasks_of(1, "import asyncio\n") + 39
+    finally:
+        await runtime.aclose()
+
+
 async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:
     """A run that calls no tool wakes the loop once, for its result: two turns in all (the
     driver's hand-off resolves the future the task awaits, then the task). ``run_program``'s
