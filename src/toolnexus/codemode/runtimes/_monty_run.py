@@ -111,6 +111,10 @@ def inspect_program(code: str) -> tuple[str | None, bool]:
         name = type(exc).__name__
         return f"SyntaxError: the program cannot be parsed ({name}); nothing was run", True
     concurrent = "asyncio" in code or "__import__" in code
+    if code.isascii() and "import" not in code and not any(n in code for n in REFUSED_NAMES):
+        # Nothing the walk below looks for can be there (an identifier spelled in other
+        # characters may normalise to a refused name, hence ASCII only): most programs skip it.
+        return None, concurrent
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
             problem = f"NameError: {REFUSED_NAMES[node.id]} (line {node.lineno}); nothing was run"
