@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -143,6 +144,12 @@ def prelude(tool_names: Sequence[str], *, concurrent: bool = True) -> str:
     )
     awaited = "await " if concurrent else ""
     return _PRELUDE % {"names": names, "attributes": attributes, "await": awaited}
+
+
+@functools.lru_cache(maxsize=32)
+def _prelude(tool_names: tuple[str, ...], concurrent: bool) -> str:
+    """`prelude`, kept for the tool sets of recent runs (runs mostly repeat one)."""
+    return prelude(tool_names, concurrent=concurrent)
 
 
 SpareKey = tuple[str, tuple[tuple[str, Any], ...]]
@@ -339,7 +346,7 @@ class Run:
         self.logs = LogCapture(budgets.max_output)
         self.result: Future[Any] = Future()  # the program's output, or why there is none
         self.finished: Future[None] = Future()  # the driver thread is done (session returned)
-        self.started: Future[float] = Future()  # loop.time() when it got a worker's slot
+        self.started: float | None = None  # loop.time() when it got a worker's slot
         self.calls: dict[int, asyncio.Task[Any]] = {}  # loop side only
         self._next_call: asyncio.Future[tuple[int, str, Any]] | None = None  # the carrier's
         self.failures: dict[str, str] = {}  # failure message -> tool, to name an uncaught one
@@ -454,10 +461,10 @@ class Run:
         """
         key: SpareKey | None = None
         try:
-            key = spare_key(prelude(tool_names, concurrent=self.concurrent), limits)
+            key = spare_key(_prelude(tuple(tool_names), self.concurrent), limits)
             with slots:
                 self._raise_if_stopped()
-                self.started.set_result(self.loop.time())  # its time budget starts now
+                self.started = self.loop.time()  # its time budget starts now
                 spare = spares.take(pool, key) if spares is not None else None
                 if spare is None:
                     checkout = pool.checkout(limits=limits)
