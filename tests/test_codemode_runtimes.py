@@ -856,6 +856,30 @@ async def test_a_spare_monty_session_s_worker_is_watched_without_reading_proc(
     assert read == [], read
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning is Linux only")
+def test_the_current_cpu_is_asked_of_libc_not_read_from_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pinned run starts by asking which CPU its loop is on: libc's ``sched_getcpu`` answers
+    (about a microsecond) without reading ``/proc/thread-self/stat`` (about fourteen), and
+    ``/proc`` still answers without it."""
+    from toolnexus.codemode.runtimes import _pinning
+
+    opened: list[str] = []
+    real_open = open
+
+    def counted(path: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(_pinning, "open", counted, raising=False)
+    assert _pinning.current_cpu() in os.sched_getaffinity(0)
+    assert opened == []
+    monkeypatch.setattr(_pinning, "_getcpu", None)
+    assert _pinning.current_cpu() in os.sched_getaffinity(0)
+    assert opened == ["/proc/thread-self/stat"]
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is seen only with two CPUs or more (Linux)",
