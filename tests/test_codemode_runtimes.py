@@ -692,6 +692,29 @@ async def test_a_sequential_monty_program_s_sub_calls_share_one_task() -> None:
         await runtime.aclose()
 
 
+async def test_a_call_a_stopped_monty_run_was_sent_before_the_stop_is_not_started() -> None:
+    """The driver may hand the loop a call just before the run is stopped (killed at its
+    deadline, cancelled); the loop meets it after the stop and starts nothing for it, whether
+    the program awaits one call at a time (a carrier task) or may await concurrently."""
+    from toolnexus.codemode.runtimes._base import Budgets, ProgramFailure
+    from toolnexus.codemode.runtimes._monty_run import Run
+    from toolnexus.scheduling import Outcome
+
+    started: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> Outcome:
+        started.append(name)
+        return Outcome(value=1)
+
+    loop = asyncio.get_running_loop()
+    for concurrent in (False, True):
+        run = Run(loop, call_tool, Budgets(), concurrent=concurrent)
+        run.stop(ProgramFailure("abort", "the run was cancelled"))
+        run._submit(0, "echo", {})
+        await asyncio.sleep(0)
+        assert started == [] and run.calls == {}, concurrent
+
+
 async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:
     """A run that calls no tool wakes the loop once, for its result: two turns in all (the
     driver's hand-off resolves the future the task awaits, then the task). ``run_program``'s

@@ -366,13 +366,15 @@ class Run:
     # -- loop side -----------------------------------------------------------------------------
 
     def _submit(self, call_id: int, name: str, args: Any) -> None:
+        if self.stopped is not None:  # sent before the run was stopped: nobody waits for it
+            return
         if self.concurrent:
             self.calls[call_id] = self.loop.create_task(self._call(call_id, name, args))
             return
         waiting, self._next_call = self._next_call, None
         if waiting is None:  # the first call: the carrier starts with it
             self.calls[-1] = self.loop.create_task(self._carry(call_id, name, args))
-        else:
+        elif not waiting.done():  # cancelled with its carrier: the run is over
             waiting.set_result((call_id, name, args))
 
     async def _carry(self, call_id: int, name: str, args: Any) -> None:
