@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sys
 from typing import Any
 
 import pytest
@@ -713,6 +715,87 @@ async def test_a_call_a_stopped_monty_run_was_sent_before_the_stop_is_not_starte
         run._submit(0, "echo", {})
         await asyncio.sleep(0)
         assert started == [] and run.calls == {}, concurrent
+
+
+async def test_a_monty_run_s_later_sub_calls_reach_the_loop_through_its_inbox() -> None:
+    """Only a run's first sub-call wakes the loop with ``call_soon_threadsafe`` (a handle, the
+    self-pipe); it opens the run's inbox (an eventfd the loop reads), and the later calls come
+    through it: 40 calls, then the result, cost two such hand-offs, not 41."""
+    if not hasattr(os, "eventfd"):
+        pytest.skip("the inbox is an eventfd (Linux)")
+    loop = asyncio.get_running_loop()
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    program = "n = 0\nfor i in range(40):\n    n += (await tools.echo({'i': i}))['echo']['i']\nn"
+    handed: list[Any] = []
+    threadsafe = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        handed.append(callback)
+        return threadsafe(callback, *args, **kwargs)
+
+    try:
+        await run_program("1", [echo_tool()], runtime=runtime)  # a warm worker
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        try:
+            out = await run_program(program, [echo_tool()], runtime=runtime)
+        finally:
+            del loop.call_soon_threadsafe  # type: ignore[method-assign]
+        assert out.get("result") == sum(range(40)), out
+        assert len(handed) <= 2, handed
+    finally:
+        await runtime.aclose()
+
+
+def _eventfds() -> int:
+    """How many eventfds this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]"
+    return count
+
+
+async def test_a_monty_run_s_inbox_is_closed_once_both_sides_are_done_with_it() -> None:
+    """The loop stops reading a run's inbox when the run is over and the driver stops writing
+    when its program is; the second closes it. Runs that finish, that fail, that are killed at
+    their deadline while calling tools, and that are cancelled mid-program (the driver is the
+    second then) leave no eventfd open."""
+    if sys.platform != "linux" or not hasattr(os, "eventfd"):
+        pytest.skip("counts eventfds in /proc (Linux)")
+    runtime = MontyRuntime(timeout=1, type_check=False)
+    tool = echo_tool()
+
+    async def slowly(args: dict[str, Any]) -> Any:
+        await asyncio.sleep(0.02)
+        return 1
+
+    slow = Tool("slow", "Waits.", {"type": "object"}, execute=slowly)
+    try:
+        await run_program("1", [tool], runtime=runtime)  # a warm worker
+        before = _eventfds()
+        for _ in range(3):
+            out = await run_program(
+                "for i in range(5):\n    await tools.echo({})\n1", [tool], runtime=runtime
+            )
+            assert out.get("result") == 1, out
+        out = await run_program(
+            "await tools.echo({})\nawait tools.echo({})\n1 / 0", [tool], runtime=runtime
+        )
+        assert out["error"]["kind"] == "exception", out
+        out = await run_program("while True:\n    await tools.slow({})", [slow], runtime=runtime)
+        assert out["error"]["kind"] == "timeout", out
+        await wait_until(lambda: _eventfds() == before)
+        # cancelled mid-program: the loop lets go first, the driver closes it once it stops
+        running = asyncio.ensure_future(
+            run_program("while True:\n    await tools.slow({})", [slow], runtime=runtime)
+        )
+        await wait_until(lambda: _eventfds() > before)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await wait_until(lambda: _eventfds() == before)
+    finally:
+        await runtime.aclose()
 
 
 async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:

@@ -197,6 +197,7 @@ class MontyRuntime:
             if run.cpu is not None:
                 self._caller_pins.release()
             self._active.discard(run)
+            run.close_inbox()
             for task in list(run.calls.values()):
                 task.cancel()
         return RunReport(value, failure, run.logs.finish())
