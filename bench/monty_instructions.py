@@ -8,8 +8,8 @@ tools.noop({})`` calls against one of none (``--calls``); per warm start, ``--ru
 trivial runs (``"1"``, no tools) against five. ``loop`` is the event loop's thread,
 ``driver`` the driver threads (the worker processes are not counted).
 
-Run: ``python bench/monty_instructions.py [--calls 200] [--runs 25]`` (needs valgrind; about
-three minutes).
+Run: ``python bench/monty_instructions.py [--calls 200] [--runs 100]`` (needs valgrind; about
+five minutes; a warm start's figure needs the many runs, it moves by tens of percent over 25).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _counted(calls: int, runs: int, tools: str) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.child:
