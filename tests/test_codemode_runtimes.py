@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import sys
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from helpers import Probe, RuntimeFactory
 from toolnexus import Tool, ToolHints
 from toolnexus.codemode import run_program
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
-from toolnexus.codemode.runtimes._monty_run import worker_alive
+from toolnexus.codemode.runtimes._monty_run import WorkerWatch, worker_alive
 from toolnexus.errors import ConfigurationError
 
 
@@ -39,6 +41,16 @@ def failing_tool() -> Tool:
         raise RuntimeError("disk is on fire")
 
     return Tool("breaks", "Always fails.", {"type": "object"}, execute=execute)
+
+
+def worker_exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited as a whole (its last thread too): what a pidfd
+    reports. ``/proc`` shows a killed process as a zombie a moment before that."""
+    watch = WorkerWatch(pid)
+    try:
+        return not watch.alive()
+    finally:
+        watch.close()
 
 
 async def wait_until(condition: Any, turns: int = 5000) -> None:
@@ -647,6 +659,145 @@ async def test_a_monty_sub_call_that_never_suspends_costs_the_loop_two_turns() -
         await runtime.aclose()
 
 
+async def test_a_sequential_monty_program_s_sub_calls_share_one_task() -> None:
+    """A program without concurrent awaits has one call in flight at a time: its calls run one
+    after another in one carrier task, so a run of 40 calls makes as many tasks as a run of one
+    (a program that may await concurrently still gets a task per call, as its calls overlap)."""
+    loop = asyncio.get_running_loop()
+    created: list[int] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(1)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+
+    async def tasks_of(calls: int, head: str = "") -> int:
+        code = f"{head}n = 0\nfor i in range({calls}):\n    n += (await tools.echo({{'i': i}}))"
+        code += "['echo']['i']\nn"
+        created.clear()
+        loop.set_task_factory(factory)
+        try:
+            out = await run_program(code, [tool], runtime=runtime)
+        finally:
+            loop.set_task_factory(None)
+        assert out.get("result") == sum(range(calls)), out
+        return len(created)
+
+    try:
+        await tasks_of(1)  # a warm worker
+        assert await tasks_of(40) == await tasks_of(1)
+        gathered = await tasks_of(40, "import asyncio\n")
+        assert gathered >= await tasks_of(1, "import asyncio\n") + 39
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_call_a_stopped_monty_run_was_sent_before_the_stop_is_not_started() -> None:
+    """The driver may hand the loop a call just before the run is stopped (killed at its
+    deadline, cancelled); the loop meets it after the stop and starts nothing for it, whether
+    the program awaits one call at a time (a carrier task) or may await concurrently."""
+    from toolnexus.codemode.runtimes._base import Budgets, ProgramFailure
+    from toolnexus.codemode.runtimes._monty_run import Run
+    from toolnexus.scheduling import Outcome
+
+    started: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> Outcome:
+        started.append(name)
+        return Outcome(value=1)
+
+    loop = asyncio.get_running_loop()
+    for concurrent in (False, True):
+        run = Run(loop, call_tool, Budgets(), concurrent=concurrent)
+        run.stop(ProgramFailure("abort", "the run was cancelled"))
+        run._submit(0, "echo", {})
+        await asyncio.sleep(0)
+        assert started == [] and run.calls == {}, concurrent
+
+
+async def test_a_monty_run_s_later_sub_calls_reach_the_loop_through_its_inbox() -> None:
+    """Only a run's first sub-call wakes the loop with ``call_soon_threadsafe`` (a handle, the
+    self-pipe); it opens the run's inbox (an eventfd the loop reads), and the later calls come
+    through it: 40 calls, then the result, cost two such hand-offs, not 41."""
+    if not hasattr(os, "eventfd"):
+        pytest.skip("the inbox is an eventfd (Linux)")
+    loop = asyncio.get_running_loop()
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    program = "n = 0\nfor i in range(40):\n    n += (await tools.echo({'i': i}))['echo']['i']\nn"
+    handed: list[Any] = []
+    threadsafe = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        handed.append(callback)
+        return threadsafe(callback, *args, **kwargs)
+
+    try:
+        await run_program("1", [echo_tool()], runtime=runtime)  # a warm worker
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        try:
+            out = await run_program(program, [echo_tool()], runtime=runtime)
+        finally:
+            del loop.call_soon_threadsafe  # type: ignore[method-assign]
+        assert out.get("result") == sum(range(40)), out
+        assert len(handed) <= 2, handed
+    finally:
+        await runtime.aclose()
+
+
+def _eventfds() -> int:
+    """How many eventfds this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]"
+    return count
+
+
+async def test_a_monty_run_s_inbox_is_closed_once_both_sides_are_done_with_it() -> None:
+    """The loop stops reading a run's inbox when the run is over and the driver stops writing
+    when its program is; the second closes it. Runs that finish, that fail, that are killed at
+    their deadline while calling tools, and that are cancelled mid-program (the driver is the
+    second then) leave no eventfd open."""
+    if sys.platform != "linux" or not hasattr(os, "eventfd"):
+        pytest.skip("counts eventfds in /proc (Linux)")
+    runtime = MontyRuntime(timeout=1, type_check=False)
+    tool = echo_tool()
+
+    async def slowly(args: dict[str, Any]) -> Any:
+        await asyncio.sleep(0.02)
+        return 1
+
+    slow = Tool("slow", "Waits.", {"type": "object"}, execute=slowly)
+    try:
+        await run_program("1", [tool], runtime=runtime)  # a warm worker
+        before = _eventfds()
+        for _ in range(3):
+            out = await run_program(
+                "for i in range(5):\n    await tools.echo({})\n1", [tool], runtime=runtime
+            )
+            assert out.get("result") == 1, out
+        out = await run_program(
+            "await tools.echo({})\nawait tools.echo({})\n1 / 0", [tool], runtime=runtime
+        )
+        assert out["error"]["kind"] == "exception", out
+        out = await run_program("while True:\n    await tools.slow({})", [slow], runtime=runtime)
+        assert out["error"]["kind"] == "timeout", out
+        await wait_until(lambda: _eventfds() == before)
+        # cancelled mid-program: the loop lets go first, the driver closes it once it stops
+        running = asyncio.ensure_future(
+            run_program("while True:\n    await tools.slow({})", [slow], runtime=runtime)
+        )
+        await wait_until(lambda: _eventfds() > before)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await wait_until(lambda: _eventfds() == before)
+    finally:
+        await runtime.aclose()
+
+
 async def test_a_trivial_monty_run_costs_the_loop_two_turns() -> None:
     """A run that calls no tool wakes the loop once, for its result: two turns in all (the
     driver's hand-off resolves the future the task awaits, then the task). ``run_program``'s
@@ -768,13 +919,71 @@ async def test_a_spare_monty_session_whose_worker_died_is_not_used() -> None:
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         for _ in range(500):  # gone, or a zombie
-            if not worker_alive(pid):
+            if worker_exited(pid):
                 break
             await asyncio.sleep(0.01)
         out = await run_program("await tools.echo({'i': 2})", [tool], runtime=runtime)
         assert out.get("result") == {"echo": {"i": 2}}, out
     finally:
         await runtime.aclose()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs pidfds (Linux)")
+async def test_a_spare_monty_session_s_worker_is_watched_without_reading_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Taking a kept session asks whether its worker lives through a pidfd opened when it was
+    kept (one poll), not by reading ``/proc/PID/stat`` on the run's critical path; a worker
+    killed while kept is still noticed (as a zombie, before anyone reaps it)."""
+    from toolnexus.codemode.runtimes import _monty_run
+
+    read: list[int | None] = []
+
+    def counted(pid: int | None) -> bool:
+        read.append(pid)
+        return worker_alive(pid)
+
+    monkeypatch.setattr(_monty_run, "worker_alive", counted)
+    runtime = MontyRuntime(timeout=20, type_check=False)
+    tool = echo_tool()
+    try:
+        for i in range(3):  # the second and third take the session the run before kept
+            out = await run_program(f"await tools.echo({{'i': {i}}})", [tool], runtime=runtime)
+            assert out.get("result") == {"echo": {"i": i}}, out
+            await wait_until(lambda: runtime._spares._held is not None)
+        held = runtime._spares._held
+        assert held is not None and held[2].worker_pid is not None
+        os.kill(held[2].worker_pid, signal.SIGKILL)
+        await wait_until(lambda: not held[3].alive())  # the whole process has exited
+        out = await run_program("await tools.echo({'i': 9})", [tool], runtime=runtime)
+        assert out.get("result") == {"echo": {"i": 9}}, out
+    finally:
+        await runtime.aclose()
+    assert read == [], read
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning is Linux only")
+def test_the_current_cpu_is_asked_of_libc_not_read_from_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pinned run starts by asking which CPU its loop is on: libc's ``sched_getcpu`` answers
+    (about a microsecond) without reading ``/proc/thread-self/stat`` (about fourteen), and
+    ``/proc`` still answers without it."""
+    from toolnexus.codemode.runtimes import _pinning
+
+    opened: list[str] = []
+    real_open = open
+
+    def counted(path: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(_pinning, "open", counted, raising=False)
+    assert _pinning.current_cpu() in os.sched_getaffinity(0)
+    assert opened == []
+    monkeypatch.setattr(_pinning, "_getcpu", None)
+    assert _pinning.current_cpu() in os.sched_getaffinity(0)
+    assert opened == ["/proc/thread-self/stat"]
 
 
 @pytest.mark.skipif(

@@ -487,7 +487,14 @@ async def test_the_type_check_accepts_line_separators_inside_strings(
 
 
 @pytest.mark.parametrize(
-    "code", ["locals()", "f = locals\nf()", "x = 1\nprint(locals())", "[locals() for _ in [1]]"]
+    "code",
+    [
+        "locals()",
+        "f = locals\nf()",
+        "x = 1\nprint(locals())",
+        "[locals() for _ in [1]]",
+        "\uff4c\uff4f\uff43\uff41\uff4c\uff53()",  # fullwidth letters: Python reads locals()
+    ],
 )
 async def test_locals_is_refused_up_front_and_the_worker_lives_on(
     monty_runtime: MontyRuntime, code: str
@@ -500,6 +507,33 @@ async def test_locals_is_refused_up_front_and_the_worker_lives_on(
         "result": "locals()",
         "logs": [],
     }
+
+
+def test_a_program_that_cannot_use_what_the_syntax_scan_looks_for_is_not_walked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scan for refused names and imports walks a program's syntax tree only when one
+    could be there (the word in its ASCII text, or text that is not ASCII): a trivial program
+    is parsed and not walked, and what the walk finds is still found."""
+    import ast
+
+    from toolnexus.codemode.runtimes._monty_run import inspect_program
+
+    walked: list[object] = []
+    walk = ast.walk
+
+    def counted(node: ast.AST) -> Any:
+        walked.append(node)
+        return walk(node)
+
+    monkeypatch.setattr(ast, "walk", counted)
+    assert inspect_program("x = await tools.add({'a': 1})\nx") == (None, False)
+    assert inspect_program("1 +")[0] is not None  # a syntax error, as before
+    assert walked == []
+    assert inspect_program("import asyncio\n1") == (None, True)
+    assert inspect_program("'\u00e9'") == (None, False)
+    assert inspect_program("x = 1\nlocals()")[0] is not None
+    assert len(walked) == 3
 
 
 SUBSCRIPT_MISUSES = [

@@ -204,3 +204,35 @@ async def test_a_durable_tool_call_has_the_same_span_as_in_process(
         assert there.attributes["gen_ai.tool.call.id"] == here.attributes["gen_ai.tool.call.id"]
         assert there.attributes["gen_ai.tool.name"] == "lookup"
         assert there.status.status_code == here.status.status_code
+
+
+async def test_without_a_tracer_provider_a_code_run_starts_no_span(
+    monkeypatch: pytest.MonkeyPatch, spans: InMemorySpanExporter
+) -> None:
+    """With no provider set and no recording span current, ``code_run_span`` hands back the
+    current span without asking the no-op tracer for one (it would only make the same span
+    current again); with a provider it starts its span as before."""
+    from toolnexus import _tracing
+
+    started: list[str] = []
+    start = _tracing._tracer.start_as_current_span
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        started.append(name)
+        return start(name, *args, **kwargs)
+
+    monkeypatch.setattr(_tracing._tracer, "start_as_current_span", counted)
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    runtime = MontyRuntime(type_check=False)
+    try:
+        out = await run_program("1", [], runtime=runtime)
+    finally:
+        await runtime.aclose()
+    assert out == {"result": 1, "logs": []}, out
+    assert started == []
+    monkeypatch.undo()
+    monkeypatch.setattr(_tracing._tracer, "start_as_current_span", counted)
+    with _tracing.code_run_span("python", None):
+        pass
+    assert started == ["code_run python"]
+    assert [s.name for s in named(spans, "code_run")] == ["code_run python"]

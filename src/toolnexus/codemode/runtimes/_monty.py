@@ -197,6 +197,7 @@ class MontyRuntime:
             if run.cpu is not None:
                 self._caller_pins.release()
             self._active.discard(run)
+            run.close_inbox()
             for task in list(run.calls.values()):
                 task.cancel()
         return RunReport(value, failure, run.logs.finish())
@@ -281,14 +282,15 @@ class MontyRuntime:
                 # Why no wake-up when the run gets its worker: its budget starts then, so never
                 # before now; waiting until the earliest either could end and then looking is
                 # enough, and spares the loop a cross-thread hop on every run.
-                if run.started.done():
-                    deadline, late = run_deadline(self.budgets, run.started.result(), patience)
+                started = run.started  # set by the driver thread, once
+                if started is not None:
+                    deadline, late = run_deadline(self.budgets, started, patience)
                 else:
                     deadline = min(patience_ends, loop.time() + self.budgets.timeout)
                 done = await run.until_done(deadline)
                 if done or late is not None:
                     break
-                queued = not run.started.done()
+                queued = run.started is None
                 if queued and patience is not None and loop.time() >= patience_ends:
                     late = patience[1]  # ran out while queued for a worker
                     break
