@@ -104,11 +104,9 @@ def code_run_span(language: str, call_id: str | None) -> Iterator[Span]:
     nothing (of ``run_program``'s own ~40 us on a trivial program; 2 us with the exit). The
     current span is yielded as it is (a provider set meanwhile traces the next run).
     """
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        current = trace.get_current_span()
-        if isinstance(current, NonRecordingSpan):
-            yield current
-            return
+    if _nothing_to_trace():
+        yield trace.get_current_span()
+        return
     attributes = _present({"toolnexus.code.language": language, "gen_ai.tool.call.id": call_id})
     with _tracer.start_as_current_span(
         f"code_run {language}", attributes=attributes, record_exception=False
