@@ -534,38 +534,49 @@ async def test_v8_replies_that_become_ready_in_one_loop_turn_leave_in_one_write(
         await runtime.aclose()
 
 
-async def test_v8_sub_calls_create_no_task_of_their_own() -> None:
-    """A call is started where its line is read and resumed by what it awaits: a run of 40
-    calls creates as many tasks as a run of none (with a ``call_tool`` that needs none)."""
-    from toolnexus.scheduling import Outcome
-
+async def test_v8_a_sub_call_takes_one_task_and_one_scheduled_callback() -> None:
+    """Each call gets one task, whose one step runs the tool (the lane runs it right in that
+    task), commits it and writes the reply: per call, one task and one callback scheduled,
+    where a call stepped outside any task cost a worker task of the lane and three callbacks
+    more (the lane's future handing the outcome back, and the write a turn later)."""
     loop = asyncio.get_running_loop()
-    created: list[int] = []
+    tasks: list[int] = []
+    scheduled: list[int] = []
+    call_soon = loop.call_soon
 
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        created.append(1)
+        tasks.append(1)
         return asyncio.Task(coro, loop=loop, **kwargs)
 
-    async def call_tool(name: str, args: Any) -> Outcome:
-        await asyncio.sleep(0)  # a bare yield: resumed in the next loop turn
-        return Outcome(value=args["i"])
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scheduled.append(1)
+        return call_soon(*args, **kwargs)
 
+    async def execute(args: dict[str, Any]) -> int:
+        return 0
+
+    noop = Tool("noop", "No-op.", {"type": "object"}, execute=execute)
     runtime = V8Runtime(timeout=20)
 
-    async def tasks_of(calls: int) -> int:
-        code = f"let n = 0; for (let i = 0; i < {calls}; i++) n += await tools.f({{i}}); return n"
-        created.clear()
+    async def costs(calls: int) -> tuple[int, int]:
+        code = f"for (let i = 0; i < {calls}; i++) await tools.noop({{}}); return {calls}"
+        tasks.clear()
+        scheduled.clear()
         loop.set_task_factory(factory)
+        loop.call_soon = counted  # type: ignore[method-assign]
         try:
-            report = await runtime.run(code, tool_names=["f"], call_tool=call_tool, sdk="")
+            out = await run_program(code, [noop], runtime=runtime)
         finally:
             loop.set_task_factory(None)
-        assert report.failure is None and report.value == sum(range(calls)), report
-        return len(created)
+            del loop.call_soon
+        assert out == {"result": calls, "logs": []}, out
+        return len(tasks), len(scheduled)
 
     try:
-        await tasks_of(1)  # the first run boots the spares
-        assert await tasks_of(40) == await tasks_of(0)
+        await costs(1)  # the first run boots the spares
+        with_calls, without = await costs(40), await costs(0)
+        assert with_calls[0] - without[0] == 40  # one task per call
+        assert with_calls[1] - without[1] == 40  # and one callback: that task's step
     finally:
         await runtime.aclose()
 
