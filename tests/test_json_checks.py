@@ -48,3 +48,38 @@ def test_a_message_carrying_flat_arguments_takes_the_fast_path(
     monkeypatch.setattr(_json, "_string_problem", lambda item, path: walked.append(item))
     assert _json.json_problem(CASES[0][0]) is None
     assert walked == []  # no string was looked at one by one
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, -5, 10**5000, "text", "café", "\ud800", True, None, 1.5, float("nan")],
+    ids=lambda value: type(value).__name__,
+)
+def test_a_scalar_is_judged_as_the_walk_judges_it(value: Any) -> None:
+    assert (_json.json_problem(value) is None) == (_json.json_problem([value]) is None)
+
+
+def test_a_plain_scalar_is_checked_without_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool's result is often a scalar: checked at once, not walked."""
+    walked: list[Any] = []
+    monkeypatch.setattr(_json, "_string_problem", lambda item, path: walked.append(item))
+    assert _json.json_problem("text") is None
+    assert walked == []
+
+
+def test_a_call_message_is_decoded_with_one_look_at_each_dictionary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``loads_strict`` takes a message carrying flat arguments as it is, in one pass over
+    the message and one over its arguments (it looked at the message twice)."""
+    looks: list[int] = []
+    flat_plain = _json._flat_plain
+
+    def counted(value: dict[Any, Any], nested: bool = False) -> bool:
+        looks.append(len(value))
+        return flat_plain(value, nested)
+
+    monkeypatch.setattr(_json, "_flat_plain", counted)
+    message = _json.loads_strict('{"t": "call", "id": 1, "name": "f", "args": {"x": 1}}')
+    assert message["args"] == {"x": 1}
+    assert looks == [4, 1]

@@ -57,8 +57,8 @@ def loads_strict(text: str | bytes) -> Any:
         raise ValueError(f"the JSON is nested deeper than {MAX_NESTING} levels") from None
     except ValueError as exc:  # NaN/Infinity, or an integer past the digit limit
         raise ValueError(f"the text is not valid JSON ({_first_line(exc)})") from None
-    if type(value) is dict and _flat_plain(value):
-        return value  # the common case (a call's arguments), without json_problem's call
+    if type(value) is dict and _flat_plain(value, True):
+        return value  # the common cases (a call's arguments, a message carrying them)
     problem = json_problem(value, "the JSON")
     if problem:
         raise ValueError(problem)
@@ -99,8 +99,16 @@ def json_problem(
     host put in, which a snapshot renders with ``repr()``) are let through; everything else is
     still checked. Iterative: no input can exhaust the stack.
     """
-    if type(value) is dict and max_depth > 0 and _flat_plain(value, max_depth > 1):
+    kind = type(value)
+    if kind is dict and max_depth > 0 and _flat_plain(value, max_depth > 1):
         return None  # the common cases: a call's arguments, a message that carries them
+    if (  # and a plain scalar (a tool's result, often), without the walk's set-up
+        value is None
+        or kind is bool
+        or (kind is int and -_INT_BOUND < value < _INT_BOUND)
+        or (kind is str and value.isascii())
+    ):
+        return None
     # A path is rendered only for the message of a problem: most values have none, and
     # formatting every key's path up front was most of the cost of checking them.
     stack: list[tuple[Any, _Path, int]] = [(value, where, 0)]
