@@ -869,3 +869,42 @@ async def test_v8_pin_cpu_pins_the_loop_and_the_deno_process_for_the_run_only(
         else:
             assert loop_cpus == everything
             assert all(cpus == everything for cpus in threads)
+
+
+async def test_v8_replies_are_encoded_without_a_new_encoder_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``json.dumps`` of anything but a string makes a new C encoder each time: a third of a
+    small reply's cost. Replies (values and failures) use one made once."""
+    import json.encoder
+
+    made: list[int] = []
+    make = json.encoder.c_make_encoder
+    assert make is not None
+
+    def counted(*args: Any) -> Any:
+        made.append(1)
+        return make(*args)
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", counted)
+
+    async def execute(args: dict[str, Any]) -> Any:
+        if args["i"] == 2:
+            raise ValueError("two")
+        return {"i": args["i"], "tags": ["a", "é"]}
+
+    tool = Tool("f", "Echoes.", {"type": "object"}, execute=execute)
+    runtime = V8Runtime(timeout=20)
+    code = """
+    const out = [];
+    for (let i = 0; i < 4; i++) {
+      try { out.push(await tools.f({i})); } catch (e) { out.push(e.message); }
+    }
+    return out"""
+    try:
+        out = await run_program(code, [tool], runtime=runtime)
+    finally:
+        await runtime.aclose()
+    assert out["result"][2] == "two", out
+    assert out["result"][3] == {"i": 3, "tags": ["a", "é"]}
+    assert made == []
