@@ -24,7 +24,7 @@ from toolnexus.codemode._bindings import (
     Binding,
     RunContext,
     bindings,
-    direct_dispatch,
+    sub_call_dispatch,
 )
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._policy import PermissionPolicy, filter_tools
@@ -296,7 +296,7 @@ async def _execute(
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(
-            direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
+            sub_call_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
         )
         try:
             binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
