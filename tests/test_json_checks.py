@@ -83,3 +83,31 @@ def test_a_call_message_is_decoded_with_one_look_at_each_dictionary(
     message = _json.loads_strict('{"t": "call", "id": 1, "name": "f", "args": {"x": 1}}')
     assert message["args"] == {"x": 1}
     assert looks == [4, 1]
+
+
+def test_a_text_that_is_one_json_value_is_read_without_the_full_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One value and nothing else (a sandbox's line, a model's arguments) is read by the C
+    scanner alone; whitespace around it and every failure go to the full decoder, whose
+    messages are unchanged."""
+    decoded: list[str] = []
+    decode = _json._DECODER.decode
+
+    def counted(text: str) -> Any:
+        decoded.append(text)
+        return decode(text)
+
+    monkeypatch.setattr(_json._DECODER, "decode", counted)
+    assert _json.loads_strict('{"a": [1, "x"]}') == {"a": [1, "x"]}
+    assert _json.loads_strict("7") == 7
+    assert decoded == []
+    assert _json.loads_strict(' {"a": 1}\n') == {"a": 1}
+    failures = {"": "Expecting value at position 0", '{"a": }': "Expecting value at position 6"}
+    failures["{} x"] = "Extra data at position 3"
+    for text, message in failures.items():
+        with pytest.raises(ValueError, match=f"not valid JSON \\({message}\\)"):
+            _json.loads_strict(text)
+    with pytest.raises(ValueError, match="NaN is not a JSON number"):
+        _json.loads_strict('{"a": NaN}')
+    assert len(decoded) == 4  # the whitespace and the three failures

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -40,6 +41,12 @@ _STRICT: dict[str, Any] = {"parse_constant": _reject_constant}
 _DECODER = json.JSONDecoder(**_STRICT)  # one decoder: json.loads builds one per call
 
 
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+"""The decoder's C scanner: the value at an index of a text, and where it ends. A text that is
+one JSON value and nothing else is read by it alone, without `decode`'s two Python frames and
+two whitespace matches; anything else goes to `decode`, whose messages say what is wrong."""
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Decode JSON text that came from outside; every failure is a ``ValueError`` that says why.
 
@@ -50,7 +57,15 @@ def loads_strict(text: str | bytes) -> Any:
         ValueError: what is wrong, in words a model can act on.
     """
     try:
-        value = _DECODER.decode(text) if isinstance(text, str) else json.loads(text, **_STRICT)
+        if isinstance(text, str):
+            try:
+                value, end = _SCAN(text, 0)
+            except StopIteration:  # no value at the start
+                end = -1
+            if end != len(text):  # whitespace around it, or not JSON: the full decoder says
+                value = _DECODER.decode(text)
+        else:
+            value = json.loads(text, **_STRICT)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the text is not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:
