@@ -611,8 +611,11 @@ class _Conversation(asyncio.Protocol):
                 _json_text(value).encode(),
             )
         if not self._unanswered:
-            self._outbox.append(line)
-            self._flush()
+            if self._outbox:
+                self._outbox.append(line)
+                self._flush()
+            else:
+                self._write(line)
             return
         if not self._outbox:
             self._loop.call_soon(self._flush)
@@ -719,6 +722,15 @@ _FAILED_DONE: dict[str, type | tuple[type, ...]] = {"kind": str, "message": str}
 
 def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
     """What is wrong with a message from the sandbox, or ``None`` when it is well formed."""
+    if (  # the common case, a well-formed call, at a glance (JSON gives exact types)
+        type(message) is dict
+        and message.get("t") == "call"
+        and type(message.get("id")) is int
+        and type(message.get("name")) is str
+        and type(message.get("args")) is dict
+        and message["id"] not in calls
+    ):
+        return None
     if not isinstance(message, dict) or message.get("t") not in _FIELDS:
         return "not a log, call or done message"
     kind = message["t"]
