@@ -908,3 +908,99 @@ async def test_v8_replies_are_encoded_without_a_new_encoder_each(
     assert out["result"][2] == "two", out
     assert out["result"][3] == {"i": 3, "tags": ["a", "é"]}
     assert made == []
+
+
+WHILE_A_CALL_IS_OUT = {
+    "a timer": "await new Promise((r) => setTimeout(r, 30));",
+    "an interval": (
+        "await new Promise((r) => { let n = 0; const t = setInterval(() => "
+        "{ if (++n === 3) { clearInterval(t); r(); } }, 10); });"
+    ),
+    "an abort signal's timeout": (
+        "const s = AbortSignal.timeout(30); "
+        "await new Promise((r) => s.addEventListener('abort', r));"
+    ),
+    "a long chain of reactions": (
+        "const deep = async (n) => (n ? await deep(n - 1) : 0); await deep(200);"
+    ),
+}
+
+
+@pytest.mark.parametrize("wait", WHILE_A_CALL_IS_OUT.values(), ids=WHILE_A_CALL_IS_OUT.keys())
+async def test_v8_a_program_waiting_on_its_own_work_is_not_held_by_a_call_that_is_out(
+    wait: str,
+) -> None:
+    """The host reads replies blocking only when the program has nothing else to wait for:
+    a call that answers only after the program's timer, interval, abort signal or chain of
+    reactions led it to make a second call still gets that second call."""
+    marked = asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> str:
+        await marked.wait()
+        return "slow"
+
+    async def mark(args: dict[str, Any]) -> str:
+        marked.set()
+        return "mark"
+
+    read_only = ToolHints(read_only=True)  # the two overlap in the lane
+    tools = [
+        Tool("slow", "Slow.", execute=slow, hints=read_only),
+        Tool("mark", "Mark.", execute=mark, hints=read_only),
+    ]
+    runtime = V8Runtime(timeout=10)
+    code = f"const out = tools.slow({{}}); {wait} await tools.mark({{}}); return await out"
+    try:
+        assert await run_program(code, tools, runtime=runtime) == {"result": "slow", "logs": []}
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+async def test_v8_a_sub_call_wakes_only_the_deno_thread_that_runs_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the program waits for a reply and nothing else, the host reads it blocking on
+    its own thread: Deno's async read handed every read to its runtime's worker threads,
+    which then woke the main thread (two more wake-ups per sub-call)."""
+    from toolnexus.codemode.runtimes import _v8
+
+    def worker_switches(pid: int) -> int:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/comm") as comm:
+                if not comm.read().startswith("tokio"):
+                    continue
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                text = status.read()
+            total += int(text.split("voluntary_ctxt_switches:")[1].split()[0])
+        return total
+
+    counts: list[int] = []
+    attach = _v8._Child.attach
+    kill = _v8._Child.kill
+
+    async def attached(self: Any) -> None:
+        await attach(self)
+        counts.append(worker_switches(self.process.pid))
+
+    def killed(self: Any) -> None:
+        if self.alive and len(counts) % 2:
+            counts.append(worker_switches(self.process.pid))
+        kill(self)
+
+    monkeypatch.setattr(_v8._Child, "attach", attached)
+    monkeypatch.setattr(_v8._Child, "kill", killed)
+
+    async def execute(args: dict[str, Any]) -> int:
+        return 0
+
+    noop = Tool("noop", "No-op.", {"type": "object"}, execute=execute)
+    runtime = V8Runtime(timeout=20, spares=0)
+    code = "for (let i = 0; i < 200; i++) await tools.noop({}); return 1"
+    try:
+        assert (await run_program(code, [noop], runtime=runtime))["result"] == 1
+    finally:
+        await runtime.aclose()
+    assert len(counts) == 2
+    assert counts[1] - counts[0] < 40  # 200 calls: about 260 with the async read
