@@ -10,7 +10,8 @@
 // script needs after the program starts is therefore captured first and called through
 // `apply`, messages are encoded by our own walker (which never consults toJSON), and tables
 // are null-prototype objects. A program that breaks its own realm only breaks its own run;
-// the Python side validates every message anyway.
+// the Python side validates every message anyway. The program's timer functions are wrapped to
+// count its live timers (see `mayBlock`): a program that gets round them only slows itself.
 
 "use strict";
 
