@@ -546,38 +546,49 @@ async def test_v8_replies_that_become_ready_in_one_loop_turn_leave_in_one_write(
         await runtime.aclose()
 
 
-async def test_v8_sub_calls_create_no_task_of_their_own() -> None:
-    """A call is started where its line is read and resumed by what it awaits: a run of 40
-    calls creates as many tasks as a run of none (with a ``call_tool`` that needs none)."""
-    from toolnexus.scheduling import Outcome
-
+async def test_v8_a_sub_call_takes_one_task_and_one_scheduled_callback() -> None:
+    """Each call gets one task, whose one step runs the tool (the lane runs it right in that
+    task), commits it and writes the reply: per call, one task and one callback scheduled,
+    where a call stepped outside any task cost a worker task of the lane and three callbacks
+    more (the lane's future handing the outcome back, and the write a turn later)."""
     loop = asyncio.get_running_loop()
-    created: list[int] = []
+    tasks: list[int] = []
+    scheduled: list[int] = []
+    call_soon = loop.call_soon
 
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        created.append(1)
+        tasks.append(1)
         return asyncio.Task(coro, loop=loop, **kwargs)
 
-    async def call_tool(name: str, args: Any) -> Outcome:
-        await asyncio.sleep(0)  # a bare yield: resumed in the next loop turn
-        return Outcome(value=args["i"])
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        scheduled.append(1)
+        return call_soon(*args, **kwargs)
 
+    async def execute(args: dict[str, Any]) -> int:
+        return 0
+
+    noop = Tool("noop", "No-op.", {"type": "object"}, execute=execute)
     runtime = V8Runtime(timeout=20)
 
-    async def tasks_of(calls: int) -> int:
-        code = f"let n = 0; for (let i = 0; i < {calls}; i++) n += await tools.f({{i}}); return n"
-        created.clear()
+    async def costs(calls: int) -> tuple[int, int]:
+        code = f"for (let i = 0; i < {calls}; i++) await tools.noop({{}}); return {calls}"
+        tasks.clear()
+        scheduled.clear()
         loop.set_task_factory(factory)
+        loop.call_soon = counted  # type: ignore[method-assign]
         try:
-            report = await runtime.run(code, tool_names=["f"], call_tool=call_tool, sdk="")
+            out = await run_program(code, [noop], runtime=runtime)
         finally:
             loop.set_task_factory(None)
-        assert report.failure is None and report.value == sum(range(calls)), report
-        return len(created)
+            del loop.call_soon
+        assert out == {"result": calls, "logs": []}, out
+        return len(tasks), len(scheduled)
 
     try:
-        await tasks_of(1)  # the first run boots the spares
-        assert await tasks_of(40) == await tasks_of(0)
+        await costs(1)  # the first run boots the spares
+        with_calls, without = await costs(40), await costs(0)
+        assert with_calls[0] - without[0] == 40  # one task per call
+        assert with_calls[1] - without[1] == 40  # and one callback: that task's step
     finally:
         await runtime.aclose()
 
@@ -1067,3 +1078,138 @@ async def test_v8_pin_cpu_pins_the_loop_and_the_deno_process_for_the_run_only(
         else:
             assert loop_cpus == everything
             assert all(cpus == everything for cpus in threads)
+
+
+async def test_v8_replies_are_encoded_without_a_new_encoder_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``json.dumps`` of anything but a string makes a new C encoder each time: a third of a
+    small reply's cost. Replies (values and failures) use one made once."""
+    import json.encoder
+
+    made: list[int] = []
+    make = json.encoder.c_make_encoder
+    assert make is not None
+
+    def counted(*args: Any) -> Any:
+        made.append(1)
+        return make(*args)
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", counted)
+
+    async def execute(args: dict[str, Any]) -> Any:
+        if args["i"] == 2:
+            raise ValueError("two")
+        return {"i": args["i"], "tags": ["a", "é"]}
+
+    tool = Tool("f", "Echoes.", {"type": "object"}, execute=execute)
+    runtime = V8Runtime(timeout=20)
+    code = """
+    const out = [];
+    for (let i = 0; i < 4; i++) {
+      try { out.push(await tools.f({i})); } catch (e) { out.push(e.message); }
+    }
+    return out"""
+    try:
+        out = await run_program(code, [tool], runtime=runtime)
+    finally:
+        await runtime.aclose()
+    assert out["result"][2] == "two", out
+    assert out["result"][3] == {"i": 3, "tags": ["a", "é"]}
+    assert made == []
+
+
+WHILE_A_CALL_IS_OUT = {
+    "a timer": "await new Promise((r) => setTimeout(r, 30));",
+    "an interval": (
+        "await new Promise((r) => { let n = 0; const t = setInterval(() => "
+        "{ if (++n === 3) { clearInterval(t); r(); } }, 10); });"
+    ),
+    "an abort signal's timeout": (
+        "const s = AbortSignal.timeout(30); "
+        "await new Promise((r) => s.addEventListener('abort', r));"
+    ),
+    "a long chain of reactions": (
+        "const deep = async (n) => (n ? await deep(n - 1) : 0); await deep(200);"
+    ),
+}
+
+
+@pytest.mark.parametrize("wait", WHILE_A_CALL_IS_OUT.values(), ids=WHILE_A_CALL_IS_OUT.keys())
+async def test_v8_a_program_waiting_on_its_own_work_is_not_held_by_a_call_that_is_out(
+    wait: str,
+) -> None:
+    """The host reads replies blocking only when the program has nothing else to wait for:
+    a call that answers only after the program's timer, interval, abort signal or chain of
+    reactions led it to make a second call still gets that second call."""
+    marked = asyncio.Event()
+
+    async def slow(args: dict[str, Any]) -> str:
+        await marked.wait()
+        return "slow"
+
+    async def mark(args: dict[str, Any]) -> str:
+        marked.set()
+        return "mark"
+
+    read_only = ToolHints(read_only=True)  # the two overlap in the lane
+    tools = [
+        Tool("slow", "Slow.", execute=slow, hints=read_only),
+        Tool("mark", "Mark.", execute=mark, hints=read_only),
+    ]
+    runtime = V8Runtime(timeout=10)
+    code = f"const out = tools.slow({{}}); {wait} await tools.mark({{}}); return await out"
+    try:
+        assert await run_program(code, tools, runtime=runtime) == {"result": "slow", "logs": []}
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+async def test_v8_a_sub_call_wakes_only_the_deno_thread_that_runs_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the program waits for a reply and nothing else, the host reads it blocking on
+    its own thread: Deno's async read handed every read to its runtime's worker threads,
+    which then woke the main thread (two more wake-ups per sub-call)."""
+    from toolnexus.codemode.runtimes import _v8
+
+    def worker_switches(pid: int) -> int:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/comm") as comm:
+                if not comm.read().startswith("tokio"):
+                    continue
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                text = status.read()
+            total += int(text.split("voluntary_ctxt_switches:")[1].split()[0])
+        return total
+
+    counts: list[int] = []
+    attach = _v8._Child.attach
+    kill = _v8._Child.kill
+
+    async def attached(self: Any) -> None:
+        await attach(self)
+        counts.append(worker_switches(self.process.pid))
+
+    def killed(self: Any) -> None:
+        if self.alive and len(counts) % 2:
+            counts.append(worker_switches(self.process.pid))
+        kill(self)
+
+    monkeypatch.setattr(_v8._Child, "attach", attached)
+    monkeypatch.setattr(_v8._Child, "kill", killed)
+
+    async def execute(args: dict[str, Any]) -> int:
+        return 0
+
+    noop = Tool("noop", "No-op.", {"type": "object"}, execute=execute)
+    runtime = V8Runtime(timeout=20, spares=0)
+    code = "for (let i = 0; i < 200; i++) await tools.noop({}); return 1"
+    try:
+        assert (await run_program(code, [noop], runtime=runtime))["result"] == 1
+    finally:
+        await runtime.aclose()
+    assert len(counts) == 2
+    assert counts[1] - counts[0] < 40  # 200 calls: about 260 with the async read

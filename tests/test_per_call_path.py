@@ -792,3 +792,34 @@ def test_the_transcript_encoder_skips_the_cycle_check_yet_refuses_a_cycle() -> N
     assert _models._encoded([{"role": "user", "content": "hi"}]) == (
         '[{"role": "user", "content": "hi"}]'
     )
+
+
+async def test_a_sub_call_of_a_plain_async_tool_reaches_the_lane_as_the_tools_coroutine() -> None:
+    """A Code Mode lane's dispatch hands the lane the tool's own coroutine when nothing stands
+    in front of the call (five coroutine frames fewer per sub-call), after the schema check;
+    a hook, an approval, a hosted caller or a tool not called as it is (a timeout) take the
+    full dispatch."""
+    import asyncio
+
+    from toolnexus.codemode import PermissionPolicy, RunContext
+    from toolnexus.codemode._bindings import sub_call_dispatch
+
+    async def execute(args: dict[str, Any]) -> int:
+        return int(args["n"])
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    plain = Tool("plain", "Plain.", schema, execute=execute)
+    started = sub_call_dispatch(plain, {"n": 2}, RunContext())
+    assert inspect.iscoroutine(started) and started.cr_code is execute.__code__
+    assert await started == 2
+    with pytest.raises(ToolArgumentsError):
+        sub_call_dispatch(plain, {"n": "two"}, RunContext())
+    hooked = RunContext(hooks=ToolHooks(before=[lambda name, args, ctx: None]))
+    asked = RunContext(policy=PermissionPolicy(approval_required=["plain"]))
+    hosted = RunContext(caller="program-1")
+    timed = Tool("timed", "Timed.", schema, execute=execute, timeout=5)
+    for called, ctx in [(plain, hooked), (plain, asked), (plain, hosted), (timed, RunContext())]:
+        full = sub_call_dispatch(called, {"n": 2}, ctx)
+        assert inspect.iscoroutine(full) and full.cr_code is not execute.__code__
+        outcome = await asyncio.wait_for(full, 5)
+        assert isinstance(outcome, Outcome)

@@ -217,6 +217,40 @@ async def test_a_call_that_may_start_at_once_runs_in_the_awaiting_task_without_a
     assert [data["seq"] for _, data in lane.logged_events()] == [1, 1, 2, 2, 3, 3]
 
 
+async def test_a_call_run_in_its_task_looks_up_nothing_it_has_and_awaits_no_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call that commits in the caller's step returns its outcome without a `wait`
+    coroutine, and the caller's task is looked up on the lane's loop (``current_task()``
+    without it looks the running loop up again: a ``getpid()`` system call per call)."""
+    looked_up: list[object] = []
+    current_task = asyncio.current_task
+
+    def counted(loop: Any = None) -> Any:
+        looked_up.append(loop)
+        return current_task(loop)
+
+    monkeypatch.setattr(asyncio, "current_task", counted)
+    waits: list[int] = []
+    wait = Scheduler.wait
+
+    async def counted_wait(self: Scheduler, ticket: Any, *args: Any) -> Any:
+        waits.append(1)
+        return await wait(self, ticket, *args)
+
+    monkeypatch.setattr(Scheduler, "wait", counted_wait)
+
+    async def execute(args: dict[str, Any]) -> int:
+        return 1
+
+    one = Tool("one", execute=execute)
+    async with Scheduler() as lane:
+        for _ in range(3):
+            assert await lane.call_in_task(one, {}) == Outcome(value=1)
+        assert looked_up == [asyncio.get_running_loop()] * 3
+        assert waits == []
+
+
 async def test_calls_run_in_their_tasks_keep_the_cap_the_start_order_and_the_commit_order(
     probe: Probe,
 ) -> None:

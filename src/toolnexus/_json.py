@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -40,6 +41,12 @@ _STRICT: dict[str, Any] = {"parse_constant": _reject_constant}
 _DECODER = json.JSONDecoder(**_STRICT)  # one decoder: json.loads builds one per call
 
 
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+"""The decoder's C scanner: the value at an index of a text, and where it ends. A text that is
+one JSON value and nothing else is read by it alone, without `decode`'s two Python frames and
+two whitespace matches; anything else goes to `decode`, whose messages say what is wrong."""
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Decode JSON text that came from outside; every failure is a ``ValueError`` that says why.
 
@@ -50,15 +57,23 @@ def loads_strict(text: str | bytes) -> Any:
         ValueError: what is wrong, in words a model can act on.
     """
     try:
-        value = _DECODER.decode(text) if isinstance(text, str) else json.loads(text, **_STRICT)
+        if isinstance(text, str):
+            try:
+                value, end = _SCAN(text, 0)
+            except StopIteration:  # no value at the start
+                end = -1
+            if end != len(text):  # whitespace around it, or not JSON: the full decoder says
+                value = _DECODER.decode(text)
+        else:
+            value = json.loads(text, **_STRICT)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the text is not valid JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:
         raise ValueError(f"the JSON is nested deeper than {MAX_NESTING} levels") from None
     except ValueError as exc:  # NaN/Infinity, or an integer past the digit limit
         raise ValueError(f"the text is not valid JSON ({_first_line(exc)})") from None
-    if type(value) is dict and _flat_plain(value):
-        return value  # the common case (a call's arguments), without json_problem's call
+    if type(value) is dict and _flat_plain(value, True):
+        return value  # the common cases (a call's arguments, a message carrying them)
     problem = json_problem(value, "the JSON")
     if problem:
         raise ValueError(problem)
@@ -99,8 +114,16 @@ def json_problem(
     host put in, which a snapshot renders with ``repr()``) are let through; everything else is
     still checked. Iterative: no input can exhaust the stack.
     """
-    if type(value) is dict and max_depth > 0 and _flat_plain(value, max_depth > 1):
+    kind = type(value)
+    if kind is dict and max_depth > 0 and _flat_plain(value, max_depth > 1):
         return None  # the common cases: a call's arguments, a message that carries them
+    if (  # and a plain scalar (a tool's result, often), without the walk's set-up
+        value is None
+        or kind is bool
+        or (kind is int and -_INT_BOUND < value < _INT_BOUND)
+        or (kind is str and value.isascii())
+    ):
+        return None
     # A path is rendered only for the message of a problem: most values have none, and
     # formatting every key's path up front was most of the cost of checking them.
     stack: list[tuple[Any, _Path, int]] = [(value, where, 0)]

@@ -29,6 +29,7 @@ __all__ = [
     "bindings",
     "denied_message",
     "direct_dispatch",
+    "sub_call_dispatch",
 ]
 
 logger = logging.getLogger("toolnexus.codemode")
@@ -147,6 +148,27 @@ async def direct_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None)
     return await _dispatch(tool, args, run_ctx, checked=False)
 
 
+def sub_call_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
+    """A Code Mode lane's dispatch: `direct_dispatch`, or, for a call that no hook, approval
+    or hosted caller stands in front of, the tool's own coroutine once its arguments pass the
+    schema (raising `ToolArgumentsError` here when they do not).
+
+    Why: `direct_dispatch` would only turn the value or the exception into an outcome, which
+    the lane does the same way; the tool's own coroutine spares five coroutine frames per
+    sub-call. Only for a tool that is called as it is (async, no timeout, no parsed model):
+    any other would validate its arguments again.
+    """
+    ctx = run_ctx
+    if tool._direct and isinstance(ctx, RunContext) and ctx.caller is None:
+        hooks, policy = ctx.hooks, ctx.policy
+        if (hooks is None or not (hooks.before or hooks.after)) and not (
+            tool.requires_approval if policy is None else policy.needs_approval(tool)
+        ):
+            tool._validator(args)
+            return tool._start_checked(args, ctx)
+    return direct_dispatch(tool, args, run_ctx)
+
+
 async def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None) -> Outcome:
     """`direct_dispatch` of a call whose arguments passed ``tool.validate_arguments`` already
     (the client loop checks a model's call before it takes a place in the lane): the schema is
@@ -206,8 +228,8 @@ class Binding:
 
 
 def _granted(tool: Tool, run_ctx: Any, dispatch: SubDispatch) -> Binding:
-    async def call(args: Any) -> Outcome:
-        return await dispatch(tool, args, run_ctx)
+    def call(args: Any) -> Awaitable[Outcome]:  # dispatch's own awaitable: no frame of its own
+        return dispatch(tool, args, run_ctx)
 
     return Binding(tool.name, True, call)
 

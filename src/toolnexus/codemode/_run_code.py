@@ -24,7 +24,7 @@ from toolnexus.codemode._bindings import (
     Binding,
     RunContext,
     bindings,
-    direct_dispatch,
+    sub_call_dispatch,
 )
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._policy import PermissionPolicy, filter_tools
@@ -165,7 +165,13 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
         elif problem:
             outcome = Outcome.failure(name, f"{problem}; nothing was run")
         else:
-            outcome = _deliverable(name, await binding.call(args))
+            outcome = await binding.call(args)
+            if outcome.error is None:  # _deliverable and log.finished, inline: once per call
+                problem = json_problem(outcome.value, "the result", foreign_ok=True)
+                if problem is None:
+                    entry["status"] = "ok"
+                    return outcome
+            outcome = _deliverable(name, outcome)
         log.finished(entry, outcome)
         return outcome
 
@@ -296,7 +302,7 @@ async def _execute(
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(
-            direct_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
+            sub_call_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
         )
         try:
             binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())

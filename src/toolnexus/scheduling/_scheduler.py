@@ -423,7 +423,8 @@ class Scheduler:
         `stop` cancels such tasks as it cancels its workers.
         """
         ticket, started = self._admit(tool, args, run_ctx, None)
-        task = asyncio.current_task()
+        future = ticket._future  # its loop: current_task() would look it up again (getpid())
+        task = None if future is None else asyncio.current_task(future.get_loop())
         if task is None or started != [ticket.seq] or self._ready:
             if started:
                 self._carry_out([], started, take=False)
@@ -438,7 +439,10 @@ class Scheduler:
         if self._stopped:  # stop() answered it (it had not committed), or it already had
             return await self.wait(ticket)
         self._settle(call, outcome, take=False)
-        return await self.wait(ticket)  # at once, unless an earlier call has yet to commit
+        assert future is not None
+        if future.done():  # it committed: its outcome, without a coroutine to await
+            return future.result()
+        return await self.wait(ticket)  # an earlier call has yet to commit
 
     async def _run_here(self, call: _Call, task: asyncio.Task[Any]) -> Outcome:
         """Run one started call in the awaiting ``task`` (see `call_in_task`); its outcome."""

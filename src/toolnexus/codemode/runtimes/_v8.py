@@ -28,9 +28,13 @@ import shutil
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
+from json.encoder import (  # type: ignore[attr-defined]  # untyped in typeshed
+    c_make_encoder,
+    encode_basestring_ascii,
+)
 from typing import Any
 
 from toolnexus._checks import int_at_least, positive_int
@@ -429,14 +433,13 @@ class V8Runtime:
 class _Conversation(asyncio.Protocol):
     """The host's side of one Deno process's protocol, driven by its pipes' callbacks.
 
-    Why callbacks and not a reading task with a task per call: each hop through the loop's
-    ready queue is a wake-up on the way from a call to its reply. Lines are split and served in
-    `data_received` as they arrive, a call's ``call_tool`` coroutine is started there at once
-    (it reaches the lane in the same loop turn) and resumed by the futures it waits on (no task
-    of its own), and replies go straight to the pipe's transport (no writer task, no ``drain``:
-    what a program's calls can queue there is bounded by ``max_sub_calls``). Replies that
-    become ready in one loop turn (several calls committing at once) leave in one write, at the
-    start of the next turn.
+    Why callbacks and not a reading task: each hop through the loop's ready queue is a
+    wake-up on the way from a call to its reply. Lines are split and served in `data_received`
+    as they arrive, each call gets a task that runs it (see `_Call`), and replies go straight
+    to the pipe's transport (no writer task, no ``drain``: what a program's calls can queue
+    there is bounded by ``max_sub_calls``). A reply leaves at once when no other call is
+    unanswered; replies that become ready in one loop turn while others are still out (several
+    calls committing at once) leave in one write, at the start of the next turn.
 
     Every line is untrusted: the program shares its realm with the host script and may have
     broken it, or may write lines of its own. A line that is not JSON is program output; a
@@ -454,6 +457,7 @@ class _Conversation(asyncio.Protocol):
         self._partial_size = 0
         self._early: list[bytes] | None = []  # lines that came before `begin`
         self._outbox: list[bytes] = []
+        self._unanswered = 0  # calls started and not answered yet
         self._call_tool: ToolCaller | None = None
         self._logs: LogCapture | None = None
         self._budgets = Budgets()
@@ -478,7 +482,7 @@ class _Conversation(asyncio.Protocol):
     def send(self, message: dict[str, Any]) -> None:
         """Write one message now (the ``run`` message)."""
         # ASCII: a lone surrogate in a program's code must not fail the write
-        self._write(json.dumps(message).encode() + b"\n")
+        self._write(_json_text(message).encode() + b"\n")
 
     def close(self) -> None:
         """Stop serving: drop unanswered calls (the lane answers them when it stops)."""
@@ -574,16 +578,23 @@ class _Conversation(asyncio.Protocol):
                 return
             assert self._call_tool is not None
             name = message["name"]
-            call = _Call(self, message["id"], name, self._context.copy())
+            call = _Call(self, message["id"], name)
             self.calls[call.id] = call
-            call.start(self._call_tool(name, message["args"]))
+            self._unanswered += 1
+            call.start(self._call_tool, message["args"], self._context.copy())
         else:
             self._finish(_done(message, self._budgets))
 
     # -- replies -------------------------------------------------------------------------------
 
     def answer(self, call: _Call, outcome: Outcome) -> None:
-        """Queue the reply to ``call``; the first reply of a loop turn schedules the write."""
+        """Write the reply to ``call``: now when no other call is unanswered, else with the
+        other replies of this loop turn, in one write at the start of the next.
+
+        Why now: with no call left unanswered, no other reply can join this one in the loop
+        turn, and waiting for the next turn would only add one to the round trip.
+        """
+        self._unanswered -= 1
         if self.done.done():
             return
         name = call.name
@@ -593,12 +604,19 @@ class _Conversation(asyncio.Protocol):
             outcome = Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
         if outcome.error is not None:
             error = {"t": "result", "id": call.id, "ok": False, **outcome.error}
-            line = json.dumps(error).encode() + b"\n"
+            line = _json_text(error).encode() + b"\n"
         else:  # the envelope as json.dumps would write it, around the value alone
             line = b'{"t": "result", "id": %d, "ok": true, "value": %b}\n' % (
                 call.id,
-                json.dumps(value).encode(),
+                _json_text(value).encode(),
             )
+        if not self._unanswered:
+            if self._outbox:
+                self._outbox.append(line)
+                self._flush()
+            else:
+                self._write(line)
+            return
         if not self._outbox:
             self._loop.call_soon(self._flush)
         self._outbox.append(line)
@@ -615,69 +633,63 @@ class _Conversation(asyncio.Protocol):
 
 
 class _Call:
-    """One sub-call: its ``call_tool`` coroutine, stepped by hand from the futures it awaits.
+    """One sub-call: its ``call_tool`` coroutine, in a task of its own that writes its reply.
 
-    What a task would do, less what a call does not need: the first step runs at once (a task
-    waits for a loop turn), and a wake-up resumes the coroutine directly. The coroutine runs
-    in its own copy of the run's context, but outside any task: a ``call_tool`` may await
-    futures and coroutines, not task-bound helpers (``asyncio.timeout``, ``current_task``).
+    Why a task per call: a tool must run inside a task (``asyncio.timeout``, ``current_task``
+    and the HTTP clients that look their loop up through it fail outside one), and the lane
+    runs a call that may start at once right in the task that awaits it
+    (`Scheduler.call_in_task`). A call stepped by hand outside any task made the lane start a
+    worker task for it anyway, and the outcome came back through a future's callbacks: three
+    loop turns more per call than this task, whose one step runs the tool, commits it and
+    writes the reply. The task runs in its own copy of the run's context.
     """
 
-    __slots__ = ("_context", "_conversation", "_steps", "id", "name")
+    __slots__ = ("_conversation", "_task", "id", "name")
 
-    def __init__(
-        self, conversation: _Conversation, call_id: int, name: str, context: contextvars.Context
-    ) -> None:
+    def __init__(self, conversation: _Conversation, call_id: int, name: str) -> None:
         self._conversation = conversation
         self.id = call_id
         self.name = name
-        self._context = context
-        self._steps: Generator[Any, None, Outcome] | None = None
+        self._task: asyncio.Task[None] | None = None
 
-    def start(self, awaitable: Awaitable[Outcome]) -> None:
-        self._steps = awaitable.__await__()
-        self._step()
+    def start(self, call_tool: ToolCaller, args: Any, context: contextvars.Context) -> None:
+        """Start the task; ``call_tool`` is called in it (a task cancelled before it ran
+        leaves no coroutine never awaited)."""
+        run = self._run(call_tool, args)
+        self._task = self._conversation._loop.create_task(run, context=context)
 
     def drop(self) -> None:
-        """Abandon the call (the run is over): its coroutine is closed where it waits."""
-        steps, self._steps = self._steps, None
-        if steps is not None:
-            try:
-                self._context.run(steps.close)
-            except RuntimeError:  # it awaited again while closing
-                logger.warning("a tool call ignored the end of its run", exc_info=True)
+        """Abandon the call (the run is over): its task is cancelled where it waits."""
+        if self._task is not None:
+            self._task.cancel()
 
-    def _resume(self, _: object = None) -> None:
-        if self._steps is not None:
-            self._step()
-
-    def _step(self) -> None:
-        steps = self._steps
-        assert steps is not None
+    async def _run(self, call_tool: ToolCaller, args: Any) -> None:
+        conversation = self._conversation
         try:
-            awaited = self._context.run(steps.send, None)
-        except StopIteration as stop:
-            self._steps = None
-            self._conversation.answer(self, stop.value)
-            return
+            outcome = await call_tool(self.name, args)
         except asyncio.CancelledError:
-            self._steps = None
-            self._conversation.answer(self, Outcome.failure(self.name, "the call was cancelled"))
-            return
+            conversation.answer(self, Outcome.failure(self.name, "the call was cancelled"))
+            raise
         except Exception:
-            self._steps = None
             logger.exception("call_tool raised for the tool %r", self.name)
-            self._conversation.answer(self, Outcome.failure(self.name, "the call failed"))
-            return
-        if getattr(awaited, "_asyncio_future_blocking", False):
-            awaited._asyncio_future_blocking = False
-            awaited.add_done_callback(self._resume)
-        elif awaited is None:  # a bare yield (asyncio.sleep(0)): resume next turn
-            self._conversation._loop.call_soon(self._resume)
-        else:
-            self.drop()
-            problem = f"call_tool awaited {awaited!r}, which is not an asyncio future"
-            self._conversation.answer(self, Outcome.failure(self.name, problem))
+            outcome = Outcome.failure(self.name, "the call failed")
+        conversation.answer(self, outcome)
+
+
+_ENCODER = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, None, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+)
+"""``json.dumps``'s own C encoder, made once. Why not ``json.dumps``: it makes a new one for
+every value that is not a string (a third of a reply's cost, for a small object)."""
+
+
+def _json_text(value: Any) -> str:
+    """``json.dumps(value)`` of plain JSON data (a message we write, checked first)."""
+    if _ENCODER is None:  # pragma: no cover - CPython has the C encoder
+        return json.dumps(value)
+    return "".join(_ENCODER(value, 0))
 
 
 def _done(message: dict[str, Any], budgets: Budgets) -> RunReport:
@@ -710,12 +722,21 @@ _FAILED_DONE: dict[str, type | tuple[type, ...]] = {"kind": str, "message": str}
 
 def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
     """What is wrong with a message from the sandbox, or ``None`` when it is well formed."""
+    if (  # the common case, a well-formed call, at a glance (JSON gives exact types)
+        type(message) is dict
+        and message.get("t") == "call"
+        and type(message.get("id")) is int
+        and type(message.get("name")) is str
+        and type(message.get("args")) is dict
+        and message["id"] not in calls
+    ):
+        return None
     if not isinstance(message, dict) or message.get("t") not in _FIELDS:
         return "not a log, call or done message"
     kind = message["t"]
-    fields = dict(_FIELDS[kind])
+    fields = _FIELDS[kind]
     if kind == "done":
-        fields.update({"value": object} if message.get("ok") is True else _FAILED_DONE)
+        fields = {**fields, **({"value": object} if message.get("ok") is True else _FAILED_DONE)}
     for name, expected in fields.items():
         if name not in message:
             return f"a {kind} message without {name!r}"
