@@ -1125,6 +1125,12 @@ WHILE_A_CALL_IS_OUT = {
         "await new Promise((r) => { let n = 0; const t = setInterval(() => "
         "{ if (++n === 3) { clearInterval(t); r(); } }, 10); });"
     ),
+    # Deno loads its timer functions when first read; the host reads them then, not at
+    # boot, and a timer made after that first use is counted like the first
+    "a timer after timers were first used": (
+        "clearTimeout(setTimeout(() => {}, 1)); clearInterval(setInterval(() => {}, 1)); "
+        "await new Promise((r) => setTimeout(r, 30));"
+    ),
     "an abort signal's timeout": (
         "const s = AbortSignal.timeout(30); "
         "await new Promise((r) => s.addEventListener('abort', r));"

@@ -37,10 +37,29 @@ const core = {
   readSync: Deno.stdin.readSync.bind(Deno.stdin),
   inspect: Deno.inspect,
 };
-const setTimeout_ = globalThis.setTimeout;
-const setInterval_ = globalThis.setInterval;
-const clearTimeout_ = globalThis.clearTimeout;
 const abortTimeout = AbortSignal.timeout;
+// Deno defines its timer functions as getters that load them when first read (about 7 ms):
+// read at start, they would cost every boot that much. Their getters are kept, and called
+// when the program first uses a timer.
+const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const TIMER_NAMES = freeze(["setTimeout", "setInterval", "clearTimeout", "clearInterval"]);
+const timerGetters = create(null);
+for (const name of TIMER_NAMES) {
+  const found = getOwnPropertyDescriptor(globalThis, name);
+  const value = found.value;
+  timerGetters[name] = found.get || (() => value);
+}
+let timerFunctions = null;
+function timer(name) {
+  if (timerFunctions === null) {
+    timerFunctions = create(null);
+    for (let i = 0; i < TIMER_NAMES.length; i++) {
+      // an index, not for-of: the program may have replaced the array iterator by now
+      timerFunctions[TIMER_NAMES[i]] = apply(timerGetters[TIMER_NAMES[i]], globalThis, []);
+    }
+  }
+  return timerFunctions[name];
+}
 
 // Waiting for a reply: a blocking read where nothing else can happen meanwhile. Deno's async
 // read hands each read to a thread of its runtime, which then wakes this one: two more thread
@@ -63,8 +82,9 @@ function settled(id) {
     liveTimers--;
   }
 }
-function countedTimer(start, repeats) {
+function countedTimer(name, repeats) {
   return function (callback, delay, ...args) {
+    const start = timer(name);
     if (typeof callback !== "function") {
       blocking = false;
       return apply(start, globalThis, [callback, delay, ...args]);
@@ -84,33 +104,49 @@ function countedTimer(start, repeats) {
 }
 function countedClear(id) {
   settled(id);
-  return apply(clearTimeout_, globalThis, [id]);
+  return apply(timer("clearTimeout"), globalThis, [id]);
 }
-globalThis.setTimeout = countedTimer(setTimeout_, false);
-globalThis.setInterval = countedTimer(setInterval_, true);
-globalThis.clearTimeout = countedClear;
-globalThis.clearInterval = countedClear;
+const counted = {
+  setTimeout: countedTimer("setTimeout", false),
+  setInterval: countedTimer("setInterval", true),
+  clearTimeout: countedClear,
+  clearInterval: countedClear,
+};
+for (const name of TIMER_NAMES) {
+  // defined over Deno's getters without calling them
+  defineProperty(globalThis, name, {
+    value: counted[name],
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
+}
 AbortSignal.timeout = function timeout(ms) {
   blocking = false;
   return apply(abortTimeout, AbortSignal, [ms]);
 };
 // After the program's pending reactions: whether the next read may block. A message to a port
 // of our own is the cheapest task that runs once they have (9 us here; a setTimeout of 0 waits
-// 2 ms).
-const channel = new MessageChannel();
+// 2 ms). The channel is made when first needed: made at start, it cost every boot ~12 ms.
 const postMessage = MessagePort.prototype.postMessage;
 const closePort = MessagePort.prototype.close;
+let channel = null;
 let afterReactions = null;
-channel.port2.onmessage = () => {
-  const resolve = afterReactions;
-  afterReactions = null;
-  resolve(blocking && waiting > 0 && liveTimers === 0);
-};
-const mayBlock = () =>
-  new Promise_((resolve) => {
+function mayBlock() {
+  if (!blocking) return false; // for the rest of the run
+  if (channel === null) {
+    channel = new MessageChannel();
+    channel.port2.onmessage = () => {
+      const resolve = afterReactions;
+      afterReactions = null;
+      resolve(blocking && waiting > 0 && liveTimers === 0);
+    };
+  }
+  return new Promise_((resolve) => {
     afterReactions = resolve;
     apply(postMessage, channel.port1, [null]);
   });
+}
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
@@ -313,9 +349,10 @@ async function main() {
   const chunk = new Uint8Array(1 << 16);
   for (;;) {
     // read() straight into a buffer: measurably faster per message than the readable stream
-    const size = (await mayBlock()) ? core.readSync(chunk) : await core.read(chunk);
+    // (a spare waiting for its program reads asynchronously: no channel made before a run)
+    const size = started && (await mayBlock()) ? core.readSync(chunk) : await core.read(chunk);
     if (size === null) {
-      apply(closePort, channel.port1, []);
+      if (channel !== null) apply(closePort, channel.port1, []);
       break;
     }
     buffer += apply(decodeText, decoder, [apply(subarray, chunk, [0, size]), { stream: true }]);
