@@ -87,7 +87,7 @@ async def test_fan_out_runs_children_at_once_and_keeps_call_order(provider: Fake
     assert runtime.root.usage.output_tokens == 5 * USAGE_OUT
 
 
-async def test_the_background_recipe_of_seed_002(provider: FakeProvider) -> None:
+async def test_the_background_agents_recipe(provider: FakeProvider) -> None:
     provider.router = router(delay=0.2)
     runtime = runtime_for(provider)
     parent = runtime.spawn(runtime.root, "coordinator")

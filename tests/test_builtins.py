@@ -448,7 +448,7 @@ async def test_websearch_backends(web_server: str) -> None:
     assert (await call(web_tools(backend)[1], query="q", limit=2)).count("\n\n") == 1
 
 
-def test_builtin_tools_are_the_fourteen_with_seed_002_classes(tmp_path: Path) -> None:
+def test_builtin_tools_are_the_fourteen_with_their_safety_classes(tmp_path: Path) -> None:
     from toolnexus.tools.builtins import builtin_tools
 
     tools = builtin_tools(tmp_path)

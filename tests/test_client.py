@@ -347,7 +347,7 @@ async def test_request_params_system_prompt_and_history_reach_the_wire(
     assert provider.requests[2]["max_tokens"] == 4096
 
 
-def test_seed_002_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_documented_openrouter_call_works_verbatim(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
     from toolnexus import create_client as top_level
 
