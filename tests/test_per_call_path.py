@@ -489,11 +489,12 @@ async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
             isinstance(m, dict) and m.get("role") == "user" for m in value
         )
 
-    class Encoder(json.JSONEncoder):
-        def encode(self, value: Any) -> str:
-            if is_transcript(value):
-                encoded.append(len(value))
-            return super().encode(value)
+    real_dumps_plain = _models.dumps_plain
+
+    def dumps_plain(value: Any) -> str:
+        if is_transcript(value):
+            encoded.append(len(value))
+        return real_dumps_plain(value)
 
     def dumps(value: Any, *args: Any, **kwargs: Any) -> str:
         if is_transcript(value):
@@ -508,7 +509,7 @@ async def test_an_in_process_turn_encodes_and_decodes_the_transcript_once(
 
     monkeypatch.setattr(json, "dumps", dumps)
     monkeypatch.setattr(json, "loads", loads)
-    monkeypatch.setattr(_models, "_COPY_ENCODER", Encoder(check_circular=False))
+    monkeypatch.setattr(_models, "dumps_plain", dumps_plain)
     echo_tool, _ = counted_echo()
     model = hundred_calls_then_done(n=3)
     result = await create_client(model=model, code_mode="native").run("go", tools=[echo_tool])
@@ -787,7 +788,9 @@ def test_the_transcript_encoder_skips_the_cycle_check_yet_refuses_a_cycle() -> N
     # ends as "not JSON" (the model is then shown a deep copy), not as a crash.
     looped: dict[str, Any] = {"role": "user"}
     looped["self"] = looped
-    assert _models._COPY_ENCODER.check_circular is False
+    from toolnexus import _json
+
+    assert _json._PLAIN_ENCODER.markers is None  # no set of ids: no cycle check
     assert _models._encoded([looped]) is None
     assert _models._encoded([{"role": "user", "content": "hi"}]) == (
         '[{"role": "user", "content": "hi"}]'

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus._json import encodable_data
+from toolnexus._json import dumps_plain, encodable_data
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
 from toolnexus.client.styles._openai import OpenAIStyle
 from toolnexus.errors import ConfigurationError
@@ -49,19 +49,14 @@ ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
 [`ModelReply`][toolnexus.testing.ModelReply]."""
 
 
-_COPY_ENCODER = json.JSONEncoder(check_circular=False)
-"""``json.dumps``'s defaults without its check for cycles (a set of every container's id,
-about a sixth of the encoding's time): a cycle ends in ``RecursionError`` instead, and the
-copy is then made by ``copy.deepcopy``, which follows cycles."""
-
-
 def _encoded(value: list[dict[str, Any]]) -> str | None:
     """``value`` as JSON text (``json.dumps``'s defaults), or ``None`` when it is not JSON.
 
     Turns copy what a model is shown through this text (what a server would get; many times
-    faster than ``copy.deepcopy`` on a long transcript), else through ``copy.deepcopy``."""
+    faster than ``copy.deepcopy`` on a long transcript), else through ``copy.deepcopy``, which
+    follows cycles (`dumps_plain` does not look for them: a cycle ends in ``RecursionError``)."""
     try:
-        return _COPY_ENCODER.encode(value)
+        return dumps_plain(value)
     except (TypeError, ValueError, RecursionError):
         return None
 

@@ -20,7 +20,6 @@ import base64
 import contextlib
 import contextvars
 import functools
-import json
 import logging
 import os
 import resource
@@ -31,14 +30,10 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
-from json.encoder import (  # type: ignore[attr-defined]  # untyped in typeshed
-    c_make_encoder,
-    encode_basestring_ascii,
-)
 from typing import Any
 
 from toolnexus._checks import int_at_least, positive_int
-from toolnexus._json import json_problem, loads_strict
+from toolnexus._json import dumps_plain, json_problem, loads_strict
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     FailureKind,
@@ -482,7 +477,7 @@ class _Conversation(asyncio.Protocol):
     def send(self, message: dict[str, Any]) -> None:
         """Write one message now (the ``run`` message)."""
         # ASCII: a lone surrogate in a program's code must not fail the write
-        self._write(_json_text(message).encode() + b"\n")
+        self._write(dumps_plain(message).encode() + b"\n")
 
     def close(self) -> None:
         """Stop serving: drop unanswered calls (the lane answers them when it stops)."""
@@ -604,11 +599,11 @@ class _Conversation(asyncio.Protocol):
             outcome = Outcome.failure(name, f"{problem}, so it cannot be passed to the program")
         if outcome.error is not None:
             error = {"t": "result", "id": call.id, "ok": False, **outcome.error}
-            line = _json_text(error).encode() + b"\n"
+            line = dumps_plain(error).encode() + b"\n"
         else:  # the envelope as json.dumps would write it, around the value alone
             line = b'{"t": "result", "id": %d, "ok": true, "value": %b}\n' % (
                 call.id,
-                _json_text(value).encode(),
+                dumps_plain(value).encode(),
             )
         if not self._unanswered:
             if self._outbox:
@@ -674,22 +669,6 @@ class _Call:
             logger.exception("call_tool raised for the tool %r", self.name)
             outcome = Outcome.failure(self.name, "the call failed")
         conversation.answer(self, outcome)
-
-
-_ENCODER = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, None, encode_basestring_ascii, None, ": ", ", ", False, False, True)
-)
-"""``json.dumps``'s own C encoder, made once. Why not ``json.dumps``: it makes a new one for
-every value that is not a string (a third of a reply's cost, for a small object)."""
-
-
-def _json_text(value: Any) -> str:
-    """``json.dumps(value)`` of plain JSON data (a message we write, checked first)."""
-    if _ENCODER is None:  # pragma: no cover - CPython has the C encoder
-        return json.dumps(value)
-    return "".join(_ENCODER(value, 0))
 
 
 def _done(message: dict[str, Any], budgets: Budgets) -> RunReport:
