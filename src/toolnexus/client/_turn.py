@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
-from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, needs_approval
+from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, unguarded
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
@@ -81,12 +81,7 @@ class CheckedCalls:
         """
         ctx = self._held.pop(id(run_ctx), None)
         if ctx is not None and ctx is run_ctx:
-            hooks, policy = ctx.hooks, ctx.policy
-            if (
-                ctx.caller is None
-                and (hooks is None or not (hooks.before or hooks.after))
-                and not (tool.requires_approval if policy is None else needs_approval(tool, policy))
-            ):
+            if unguarded(tool, ctx):
                 return tool._start_checked(args, ctx)
             return checked_dispatch(tool, args, run_ctx)
         return direct_dispatch(tool, args, run_ctx)

@@ -30,6 +30,7 @@ __all__ = [
     "denied_message",
     "direct_dispatch",
     "sub_call_dispatch",
+    "unguarded",
 ]
 
 logger = logging.getLogger("toolnexus.codemode")
@@ -158,15 +159,23 @@ def sub_call_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitab
     sub-call. Only for a tool that is called as it is (async, no timeout, no parsed model):
     any other would validate its arguments again.
     """
-    ctx = run_ctx
-    if tool._direct and isinstance(ctx, RunContext) and ctx.caller is None:
-        hooks, policy = ctx.hooks, ctx.policy
-        if (hooks is None or not (hooks.before or hooks.after)) and not (
-            tool.requires_approval if policy is None else policy.needs_approval(tool)
-        ):
-            tool._validator(args)
-            return tool._start_checked(args, ctx)
+    if tool._direct and isinstance(run_ctx, RunContext) and unguarded(tool, run_ctx):
+        tool._validator(args)
+        return tool._start_checked(args, run_ctx)
     return direct_dispatch(tool, args, run_ctx)
+
+
+def unguarded(tool: Tool, ctx: RunContext[Any]) -> bool:
+    """Whether nothing stands in front of a call of ``tool`` under ``ctx``: no hosted caller,
+    no before- or after-hook, no approval. Such a call may be handed to the lane as the tool's
+    own coroutine (`sub_call_dispatch`, and the client loop's dispatch of checked calls)."""
+    hooks, policy = ctx.hooks, ctx.policy
+    return (
+        ctx.caller is None
+        and (hooks is None or not (hooks.before or hooks.after))
+        # `needs_approval`, spelled out: it runs once per call of every such lane
+        and not (tool.requires_approval if policy is None else policy.needs_approval(tool))
+    )
 
 
 async def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any = None) -> Outcome:

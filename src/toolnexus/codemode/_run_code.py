@@ -165,13 +165,7 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
         elif problem:
             outcome = Outcome.failure(name, f"{problem}; nothing was run")
         else:
-            outcome = await binding.call(args)
-            if outcome.error is None:  # _deliverable and log.finished, inline: once per call
-                problem = json_problem(outcome.value, "the result", foreign_ok=True)
-                if problem is None:
-                    entry["status"] = "ok"
-                    return outcome
-            outcome = _deliverable(name, outcome)
+            outcome = _deliverable(name, await binding.call(args))
         log.finished(entry, outcome)
         return outcome
 
