@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import warnings
 from typing import Any
 
 import pytest
@@ -237,13 +238,18 @@ async def test_an_anthropic_conversation_continues_with_an_openai_client(
     assert sent[3]["content"] == "Oslo is sunny."
 
 
-def test_the_cap_is_max_parallel_and_its_former_name_still_works(provider: FakeProvider) -> None:
+def test_the_cap_is_max_tool_concurrency_and_max_parallel_is_its_synonym(
+    provider: FakeProvider,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the documented spelling warns of nothing
+        documented = client_for(provider, "openai", max_tool_concurrency=2)
+        both = client_for(provider, "openai", max_tool_concurrency=4, max_parallel=4)
+    assert documented._config.max_concurrency == 2
+    assert both._config.max_concurrency == 4
     assert client_for(provider, "openai", max_parallel=3)._config.max_concurrency == 3
-    with pytest.warns(DeprecationWarning, match="use max_parallel"):
-        former = client_for(provider, "openai", max_tool_concurrency=2)
-    assert former._config.max_concurrency == 2
-    assert former.derive(model="other")._config.max_concurrency == 2  # no second warning
-    with pytest.raises(ConfigurationError, match="keep max_parallel"):
+    assert documented.derive(model="other")._config.max_concurrency == 2
+    with pytest.raises(ConfigurationError, match=r"max_tool_concurrency=2 and max_parallel=1"):
         client_for(provider, "openai", max_parallel=1, max_tool_concurrency=2)
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import functools
 import os
 import ssl
-import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
@@ -338,6 +337,20 @@ def _check_forced_choice(style: str, choice: str | None, request_params: Mapping
         )
 
 
+def _cap(max_tool_concurrency: int | None, max_parallel: int | None) -> int | None:
+    """The client's cap from its two names (the documented one and its synonym)."""
+    if (
+        max_tool_concurrency is not None
+        and max_parallel is not None
+        and max_tool_concurrency != max_parallel
+    ):
+        raise ConfigurationError(
+            f"create_client got max_tool_concurrency={max_tool_concurrency!r} and "
+            f"max_parallel={max_parallel!r}: they name the same cap; give one of them."
+        )
+    return max_parallel if max_tool_concurrency is None else max_tool_concurrency
+
+
 def _output(output_type: Any, retries: int) -> Output | None:
     if output_type is None:
         return None
@@ -383,7 +396,7 @@ def create_client(
     Example::
 
         client = create_client(base_url="https://openrouter.ai/api/v1", style="openai",
-                               model="openai/gpt-4o-mini", max_parallel=4)
+                               model="openai/gpt-4o-mini", max_tool_concurrency=4)
         result = await client.run("What is in notes.txt?", tools=[read_file])
 
     Args:
@@ -395,10 +408,11 @@ def create_client(
         style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp),
             ``"anthropic"`` (Messages) or ``"responses"`` (the OpenAI Responses API).
         api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
-        max_parallel: The cap on overlapping safe calls (else the environment variable
-            ``TOOLNEXUS_MAX_TOOL_CONCURRENCY``, else 10): the same name as in
-            [`run_batch`][toolnexus.scheduling.run_batch], ``toolnexus.temporal.run_batch``,
-            [`run_program`][toolnexus.codemode.run_program] and the MCP gateway.
+        max_parallel: A synonym of ``max_tool_concurrency``: the cap on overlapping safe
+            calls (else the environment variable ``TOOLNEXUS_MAX_TOOL_CONCURRENCY``, else 10),
+            under the name that [`run_batch`][toolnexus.scheduling.run_batch],
+            ``toolnexus.temporal.run_batch``, [`run_program`][toolnexus.codemode.run_program]
+            and the MCP gateway use.
         code_mode: ``"native"``, ``"code"`` or ``"both"`` (else ``TOOLNEXUS_CODE_MODE``, else
             ``"both"``).
         runtime: The Code Mode sandbox (default: the shared ``MontyRuntime``).
@@ -454,24 +468,14 @@ def create_client(
         relay_handler: ``(call) -> result`` (sync or async) answering relay tools' calls;
             without one a relay call makes the run ``"pending"`` (see
             [`Client.resume`][toolnexus.client.Client.resume]).
-        max_tool_concurrency: The former name of ``max_parallel``: still accepted, with a
-            ``DeprecationWarning``.
+        max_tool_concurrency: The cap on overlapping safe calls, as toolnexus documents it in
+            every language (``maxToolConcurrency``); ``max_parallel`` is its synonym. Giving
+            both with different values is an error.
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
     """
-    if max_tool_concurrency is not None:
-        if max_parallel is not None:
-            raise ConfigurationError(
-                "create_client got max_parallel and its former name max_tool_concurrency; "
-                "keep max_parallel."
-            )
-        warnings.warn(
-            "create_client(max_tool_concurrency=...) is deprecated: use max_parallel=...",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        max_parallel = max_tool_concurrency
+    max_parallel = _cap(max_tool_concurrency, max_parallel)
     if style not in _STYLES:
         raise ConfigurationError(
             f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
