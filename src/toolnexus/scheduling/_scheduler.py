@@ -462,15 +462,15 @@ class Scheduler:
                 raise
             logger.warning("tool %r: its call was cancelled before it finished", name)
             return Outcome.failure(name, DID_NOT_COMPLETE)
-        except Exception as exc:
-            outcome = outcome_from_exception(name, exc)
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
+        except (KeyboardInterrupt, SystemExit) as exc:  # the host's: answer, then let it go
             outcome = outcome_from_exception(name, exc)
             if traced:
                 end_tool_span(call.span, outcome.error)
             if not self._stopped:
                 self._settle(call, outcome, take=False)
             raise
+        except BaseException as exc:  # any other, a tool's own BaseException too: a failure
+            outcome = outcome_from_exception(name, exc)
         else:
             outcome = outcome_of(name, value)
         if traced:
@@ -605,9 +605,7 @@ class Scheduler:
                     logger.warning("tool %r: its call was cancelled before it finished", name)
                     self._settle(call, Outcome.failure(name, DID_NOT_COMPLETE), take=False)
                 raise
-            except Exception as exc:
-                outcome = outcome_from_exception(name, exc)
-            except BaseException as exc:  # SystemExit, KeyboardInterrupt: answer, then let it go
+            except (KeyboardInterrupt, SystemExit) as exc:  # the host's: answer, then let go
                 outcome = outcome_from_exception(name, exc)
                 if traced:
                     end_tool_span(call.span, outcome.error)
@@ -615,6 +613,8 @@ class Scheduler:
                 if not self._stopped:
                     self._settle(call, outcome, take=False)
                 raise
+            except BaseException as exc:  # any other, a tool's own BaseException too: a failure
+                outcome = outcome_from_exception(name, exc)
             else:
                 outcome = outcome_of(name, value)
             if traced:

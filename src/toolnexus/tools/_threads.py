@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["TOOL_THREADS", "ToolThreads"]
+__all__ = ["TOOL_THREADS", "ToolRaised", "ToolThreads", "carriable"]
 
 
 class _Job:
@@ -84,7 +84,7 @@ class ToolThreads:
                 try:
                     result = job.fn()
                 except BaseException as exc:
-                    job.future.set_exception(exc)
+                    job.future.set_exception(carriable(exc))
                 else:
                     job.future.set_result(result)
             with self._lock:
@@ -98,6 +98,28 @@ class ToolThreads:
 
 TOOL_THREADS = ToolThreads()
 """The process-wide pool every sync tool runs in."""
+
+
+class ToolRaised(Exception):
+    """What a sync tool raised, when an asyncio future cannot carry it as it is.
+
+    Why: ``StopIteration`` cannot be set on an asyncio future (the copy from the thread's
+    future fails in a loop callback, and the call is never answered), and a ``SystemExit``,
+    ``KeyboardInterrupt``, ``CancelledError`` or other ``BaseException`` raised by a tool
+    on its own thread is the tool's failure, not the host's exit or a cancellation: carried
+    as it is, it would end the awaiting task instead of failing the call.
+    """
+
+
+def carriable(exc: BaseException) -> BaseException:
+    """``exc``, or a `ToolRaised` standing in for it when it is not an ordinary exception."""
+    if isinstance(exc, Exception) and not isinstance(exc, (StopIteration, StopAsyncIteration)):
+        return exc
+    text = str(exc)
+    raised = f"the tool raised {type(exc).__name__}"
+    carried = ToolRaised(f"{raised}: {text}" if text else raised)
+    carried.__cause__ = exc
+    return carried
 
 
 def run_in_context(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:

@@ -198,8 +198,7 @@ class MontyRuntime:
                 self._caller_pins.release()
             self._active.discard(run)
             run.close_inbox()
-            for task in list(run.calls.values()):
-                task.cancel()
+            run.drop_calls()
         return RunReport(value, failure, run.logs.finish())
 
     def prepare(self, sdk: str) -> None:

@@ -37,6 +37,7 @@ from toolnexus.codemode.runtimes._base import (
 )
 from toolnexus.codemode.runtimes._pinning import Pins
 from toolnexus.scheduling import Outcome, snapshot
+from toolnexus.scheduling._scheduler import DID_NOT_COMPLETE
 
 __all__ = [
     "HOST_CALL",
@@ -427,6 +428,7 @@ class Run:
         self.inbox: CallInbox | None = None  # opened by the loop at the first sub-call
         self._inbox_possible = hasattr(os, "eventfd")
         self._driving = True  # the driver may still send calls (under _lock)
+        self._dropped = False  # the host has cancelled the run's sub-calls (loop side)
         self.result.add_done_callback(self._result_in)
 
     @property
@@ -483,16 +485,43 @@ class Run:
         """
         loop = self.loop
         while True:
-            outcome = await self.call_tool(name, args)
+            outcome = await self._answered(name, args)
             self._next_call = waiting = loop.create_future()
             self._outcomes.put((call_id, outcome))  # straight to the driver
             call_id, name, args = await waiting
 
     async def _call(self, call_id: int, name: str, args: Any) -> Outcome:
-        outcome = await self.call_tool(name, args)
+        outcome = await self._answered(name, args)
         self.calls.pop(call_id, None)
         self._outcomes.put((call_id, outcome))  # straight to the driver, no extra loop turn
         return outcome
+
+    async def _answered(self, name: str, args: Any) -> Outcome:
+        """``call_tool``'s outcome, whatever happens in it: the program is always answered.
+
+        A tool that cancels its own task (the lane runs a call that may start at once in the
+        task awaiting it) raises ``CancelledError`` here just as the host's cancellation
+        would; only the host's (`drop_calls`, `stop`) ends the task, a tool's own is undone
+        and answered as a call that did not complete.
+        """
+        try:
+            return await self.call_tool(name, args)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._dropped or task is None:
+                raise
+            task.uncancel()
+            logger.warning("tool %r cancelled its own call before it finished", name)
+            return Outcome.failure(name, DID_NOT_COMPLETE)
+        except Exception:  # call_tool answers every failure itself; never leave a call unanswered
+            logger.exception("call_tool raised for the tool %r", name)
+            return Outcome.failure(name, "the call failed")
+
+    def drop_calls(self) -> None:
+        """Loop: cancel every sub-call still running (the run is over or stopped)."""
+        self._dropped = True
+        for task in list(self.calls.values()):
+            task.cancel()
 
     async def until_done(self, deadline: float) -> bool:
         """Whether ``result`` is in, waiting for it until ``deadline`` (loop time; ``inf``: no
@@ -535,8 +564,7 @@ class Run:
             with contextlib.suppress(ProcessLookupError):  # already gone
                 os.kill(pid, signal.SIGKILL)
         self._outcomes.put(_STOP)
-        for task in list(self.calls.values()):
-            task.cancel()
+        self.drop_calls()
 
     # -- driver thread -------------------------------------------------------------------------
 
