@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -331,3 +332,59 @@ async def test_whatever_a_tool_raises_is_that_calls_error_in_a_run(name: str) ->
     first, second = result.tool_calls
     assert first.name == name and first.is_error and first.output
     assert second.output == "after" and not second.is_error
+
+
+# -- a tool that never returns cannot hold a run forever ------------------------------------------
+
+
+def _never_returning() -> list[Tool]:
+    stop = threading.Event()
+
+    @tool(hints=ToolHints(read_only=True))
+    async def hangs_async() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return "not reached"
+
+    @tool(hints=ToolHints(read_only=True))
+    def hangs_sync() -> str:
+        """Blocks its thread (released when the test ends)."""
+        stop.wait(30)
+        return "not reached"
+
+    return [hangs_async, hangs_sync, echo]
+
+
+@pytest.mark.parametrize("name", ["hangs_async", "hangs_sync"])
+async def test_a_call_that_never_returns_is_answered_at_the_calls_timeout(name: str) -> None:
+    model = ScriptedModel(
+        [[ToolCall("c1", "echo", {"x": "first"}), ToolCall("c2", name, {})], "done"]
+    )
+    client = create_client(model=model, code_mode="native", calls_timeout=0.5)
+    result = await asyncio.wait_for(client.run("go", tools=_never_returning()), 20)
+    assert result.status == "done"
+    first, late = result.tool_calls
+    assert first.output == "first" and not first.is_error  # what finished keeps its outcome
+    assert late.is_error and "within 0.5 s (calls_timeout" in late.output
+
+
+def test_calls_timeout_has_a_default_and_is_checked() -> None:
+    model = ScriptedModel(["done"])
+    assert create_client(model=model)._config.calls_timeout == 600.0
+    with pytest.raises(ConfigurationError, match="calls_timeout must be a positive number"):
+        create_client(model=model, calls_timeout=0)
+
+
+async def test_a_programs_call_that_never_returns_ends_at_the_budget_and_is_reported() -> None:
+    from toolnexus.codemode import run_program
+    from toolnexus.codemode.runtimes import MontyRuntime
+
+    runtime = MontyRuntime(timeout=1)
+    try:
+        out = await asyncio.wait_for(
+            run_program("await tools.hangs_async({})", _never_returning(), runtime=runtime), 20
+        )
+    finally:
+        await runtime.aclose()
+    assert out["error"]["kind"] == "timeout"
+    assert out["calls"] == [{"name": "hangs_async", "arguments": {}, "status": "abandoned"}]

@@ -42,7 +42,7 @@ _OPTION_NAMES = frozenset(
         "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
-        "prompt_cache", "store", "hosted_code", "hosted_call_timeout",
+        "prompt_cache", "store", "hosted_code", "hosted_call_timeout", "calls_timeout",
     }
 )  # fmt: skip
 
@@ -385,6 +385,7 @@ def create_client(
     store: bool = False,
     hosted_code: bool = False,
     hosted_call_timeout: float | None = 240.0,
+    calls_timeout: float | None = 600.0,
     tools: Sequence[Tool] | None = None,
     deps: Any = None,
     tool_tiers: bool | None = None,
@@ -457,6 +458,14 @@ def create_client(
             (default 240, below the about 270 s Anthropic waits for a paused program); a call
             still running then is answered as failed, so the program gets an error instead of
             being killed. ``None``: no limit.
+        calls_timeout: Seconds the tool calls of one turn may take in all, from the end of
+            the model's response (default 600, as a model turn's ``turn_timeout``): a call
+            still running then is cancelled (a sync tool's thread, which cannot be
+            interrupted, is written off) and answered as failed, saying so; the calls that
+            finished keep their outcomes, and the run goes on. So a tool that never returns
+            cannot hold a run forever. A tool's own ``timeout`` bounds each of its calls
+            within it; a ``run_code`` program is bounded by its runtime's time budget too.
+            ``None``: no limit.
         prompt_cache: In the ``"anthropic"`` style, mark prompt-cache breakpoints on the tool
             list, the system prompt and the latest turn (at most 4 in all, counting a top-level
             ``cache_control`` in ``request_params``); ``False`` sends none. OpenAI-style
@@ -564,6 +573,11 @@ def create_client(
             "create_client hosted_call_timeout must be a positive number of seconds or None, "
             f"got {hosted_call_timeout!r}."
         )
+    if calls_timeout is not None and not positive_number(calls_timeout):
+        raise ConfigurationError(
+            "create_client calls_timeout must be a positive number of seconds or None, "
+            f"got {calls_timeout!r}."
+        )
     options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
     config = LoopConfig(
         style=built,
@@ -581,6 +595,7 @@ def create_client(
         tool_choice_every_turn=bool(tool_choice_every_turn),
         fallback=tuple(other._config.style for other in fallback),
         hosted_call_timeout=hosted_call_timeout,
+        calls_timeout=calls_timeout,
     )
     return Client(
         cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options

@@ -33,7 +33,14 @@ from toolnexus.client._result import (
     UsageEvent,
     made_record,
 )
-from toolnexus.client._turn import PENDING, CheckedCalls, RelayHandler, TurnCalls
+from toolnexus.client._turn import (
+    CALLS_LATE,
+    HOSTED_LATE,
+    PENDING,
+    CheckedCalls,
+    RelayHandler,
+    TurnCalls,
+)
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
     ApprovalHandler,
@@ -116,6 +123,7 @@ class LoopConfig:
     tool_choice: str | None = None
     tool_choice_every_turn: bool = False
     hosted_call_timeout: float | None = 240.0
+    calls_timeout: float | None = 600.0
 
 
 class _Run:
@@ -631,10 +639,9 @@ async def _turn(
             yield reply
             return
         first_record = len(run.records)
-        hosted = batch.hosted
-        deadline = config.hosted_call_timeout if hosted else None
+        deadline, late = _calls_deadline(config, hosted=batch.hosted)
         pending = False
-        async for call, outcome in batch.outcomes(deadline):
+        async for call, outcome in batch.outcomes(deadline, late):
             answered.append(outcome)
             if outcome is PENDING:
                 pending = True
@@ -670,6 +677,16 @@ async def _turn(
                 name = reply.calls[index].name
                 answered.append(result or Outcome.failure(name, CANCELLED))
             run.results(reply.calls, answered)
+
+
+def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:
+    """How long a turn's calls may take in all, and what a call still running then is told:
+    ``calls_timeout``, or the shorter ``hosted_call_timeout`` when a hosted program waits."""
+    limit, late = config.calls_timeout, CALLS_LATE
+    hosted_limit = config.hosted_call_timeout if hosted else None
+    if hosted_limit is not None and (limit is None or hosted_limit <= limit):
+        limit, late = hosted_limit, HOSTED_LATE
+    return limit, late
 
 
 def _succeeded(future: asyncio.Future[Any]) -> bool:

@@ -16,7 +16,15 @@ from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._relay import is_relay
 
-__all__ = ["HOSTED_LATE", "PENDING", "CheckedCalls", "RelayHandler", "TurnCalls", "caller_id"]
+__all__ = [
+    "CALLS_LATE",
+    "HOSTED_LATE",
+    "PENDING",
+    "CheckedCalls",
+    "RelayHandler",
+    "TurnCalls",
+    "caller_id",
+]
 
 
 PENDING = Outcome.failure("relay", "waiting for the host's answer")
@@ -49,8 +57,10 @@ def _for_call(ctx: RunContext[Any], call_id: str, caller: str | None) -> RunCont
     return made
 
 
-def _late(call: ToolCall, deadline: float | None) -> Outcome:
-    return Outcome.failure(call.name, HOSTED_LATE.format(seconds=deadline or 0))
+CALLS_LATE = (
+    "the call did not finish within {seconds:g} s (calls_timeout: the most a turn's tool calls "
+    "may take in all); it was cancelled. Raise calls_timeout or make the tool faster"
+)
 
 
 """The stand-in outcome of a relay call that no handler answered: the run becomes pending."""
@@ -172,24 +182,28 @@ class TurnCalls:
             return outcome_from_exception(call.name, exc)
 
     async def outcomes(
-        self, deadline: float | None = None
+        self, deadline: float | None = None, late: str = CALLS_LATE
     ) -> AsyncIterator[tuple[ToolCall, Outcome]]:
         """Each call with its outcome, in emitted order.
 
         ``deadline``: seconds from now by which every call must be answered; then the lane is
         stopped: a call that had finished still gets its outcome, and one still running is
-        cancelled and answered with a failure saying it was late.
+        cancelled and answered with ``late`` (formatted with ``seconds``), saying it was late.
         """
         loop = asyncio.get_running_loop()
         end = None if deadline is None else loop.time() + deadline
         for call, answer in zip(self.calls, self._answers, strict=True):
             if isinstance(answer, Outcome):
                 yield call, answer
-            elif isinstance(answer, asyncio.Task):
+                continue
+            if isinstance(answer, asyncio.Task):
                 yield call, await answer
+                continue
+            known = self._lane._known(answer)  # most are done by now: no coroutine then
+            if known is not None:
+                outcome = known
             elif end is None:
-                known = self._lane._known(answer)  # most are done by now: no coroutine then
-                yield call, known if known is not None else await self._lane.wait(answer)
+                outcome = await self._lane.wait(answer)
             else:
                 outcome = await self._lane.wait(answer, timeout=end - loop.time())
                 if not answer.done:
@@ -197,9 +211,9 @@ class TurnCalls:
                     # order) and cancels what still runs, which is answered as late
                     await self._lane.stop()
                     outcome = await self._lane.wait(answer)
-                if _abandoned(outcome):
-                    outcome = _late(call, deadline)
-                yield call, outcome
+            if end is not None and _abandoned(outcome):  # it ran past the deadline
+                outcome = Outcome.failure(call.name, late.format(seconds=deadline))
+            yield call, outcome
 
     async def finished(self) -> list[Outcome | None]:
         """Each call's outcome if it is already known, else ``None``, without waiting: what a
