@@ -153,6 +153,8 @@ class Endpoint:
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.rejections: list[tuple[int, str]] = []  # (status, message) of each broken rule
+        # False plays a compatible server that lets a program call any offered tool
+        self.enforce_callers = True
         self.failures: list[int] = []  # the scripted error statuses answered
         self.replies: list[dict[str, Any]] = []  # every response answered 200, whole
         self.finished: list[list[str]] = []  # per finished program: the results it received
@@ -478,7 +480,7 @@ class Endpoint:
                 )
         for name, _ in step.hosted:
             callers = (by_name.get(name) or {}).get("allowed_callers") or ["direct"]
-            if name not in by_name or hosting not in callers:
+            if name not in by_name or (self.enforce_callers and hosting not in callers):
                 raise Rejected(
                     400,
                     f"tools: tool '{name}' may not be called by code execution: its "
@@ -487,7 +489,7 @@ class Endpoint:
                 )
         for name, _ in step.calls:
             callers = (by_name.get(name) or {}).get("allowed_callers") or ["direct"]
-            if name not in by_name or "direct" not in callers:
+            if name not in by_name or (self.enforce_callers and "direct" not in callers):
                 raise Rejected(
                     400,
                     f"tools: tool '{name}' may not be called directly: its allowed_callers "

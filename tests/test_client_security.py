@@ -388,3 +388,126 @@ async def test_a_programs_call_that_never_returns_ends_at_the_budget_and_is_repo
         await runtime.aclose()
     assert out["error"]["kind"] == "timeout"
     assert out["calls"] == [{"name": "hangs_async", "arguments": {}, "status": "abandoned"}]
+
+
+# -- Tool.callers is enforced here, not trusted to the provider's allowed_callers -----------------
+
+
+def _guarded_tools(ran: list[str]) -> list[Tool]:
+    @tool(callers=("hosted",))
+    def program_only() -> str:
+        """Offered only to hosted programs."""
+        ran.append("program_only")
+        return "ran"
+
+    @tool
+    def model_only() -> str:
+        """Offered only to the model."""
+        ran.append("model_only")
+        return "ran"
+
+    return [program_only, model_only, echo]
+
+
+HOSTED_CALLER = {"type": "code_execution_20260120", "tool_id": "srvtoolu_forged"}
+
+
+async def test_a_hosted_call_of_a_tool_not_offered_to_programs_is_refused_and_audited() -> None:
+    # A hosted call the provider should never have sent (a forged or lax server's).
+    ran: list[str] = []
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("c1", "model_only", {}, caller=HOSTED_CALLER),
+                ToolCall("c2", "program_only", {}),  # no hosting: offered to the model, runs
+            ],
+            "done",
+        ]
+    )
+    session = Session()
+    result = await create_client(model=model, code_mode="native").run(
+        "go", tools=_guarded_tools(ran), session=session
+    )
+    assert ran == ["program_only"]  # model_only never ran
+    refused, fine = result.tool_calls
+    said = "may not be called from the hosted program 'srvtoolu_forged'"
+    assert refused.is_error and said in refused.output and "model_only" in refused.output
+    assert fine.output == "ran"
+    audit = [e.data for e in session.events if e.type == "call_refused"]
+    assert audit == [
+        {
+            "id": "c1",
+            "name": "model_only",
+            "caller": "hosted",
+            "program": "srvtoolu_forged",
+            "message": refused.output,
+        }
+    ]
+
+
+async def test_a_batch_refuses_a_hosted_call_of_a_tool_not_offered_to_programs() -> None:
+    ran: list[str] = []
+    session = Session()
+    calls = [ToolCall("c1", "model_only", {}, caller=HOSTED_CALLER)]
+    (outcome,) = await run_batch(calls, _guarded_tools(ran), session=session)
+    assert ran == [] and outcome.error is not None
+    assert [e.data["name"] for e in session.events if e.type == "call_refused"] == ["model_only"]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "responses"])
+async def test_each_caller_reaches_only_the_tools_offered_to_it_over_the_wire(
+    provider: str,
+) -> None:
+    from responses_endpoint import Endpoint, hosted_program
+
+    ran: list[str] = []
+    server = Endpoint().start()
+    server.enforce_callers = False  # a server that does not enforce allowed_callers itself
+    try:
+        server.script(
+            *hosted_program(
+                [[("model_only", {}), ("program_only", {})]],
+                direct=[("program_only", {}), ("model_only", {})],
+            )
+        )
+        base = server.url + ("/v1" if provider == "responses" else "")
+        client = create_client(
+            style=provider,
+            base_url=base,
+            model="m",
+            api_key="none",
+            hosted_code=True,
+            code_mode="native",
+        )
+        session = Session()
+        result = await client.run("go", tools=_guarded_tools(ran), session=session)
+    finally:
+        server.stop()
+    assert result.status == "done" and server.rejections == []
+    assert sorted(ran) == ["model_only", "program_only"]  # each once, by its own caller
+    refusals = [e.data for e in session.events if e.type == "call_refused"]
+    assert sorted((r["name"], r["caller"]) for r in refusals) == [
+        ("model_only", "hosted"),
+        ("program_only", "direct"),
+    ]
+    refused = [r for r in result.tool_calls if r.is_error]
+    assert len(refused) == 2 and all("it was not run" in r.output for r in refused)
+
+
+# -- a call that cannot be answered is not run ---------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", MODES)
+@pytest.mark.parametrize("style", ["openai", "anthropic", "responses"])
+async def test_a_call_without_an_id_is_not_run_and_the_run_says_so(
+    provider: FakeProvider, style: str, stream: bool
+) -> None:
+    received.clear()
+    provider.script(Turn(calls=[("c1", "echo", {"x": "first"}), ("", "echo", {"x": "no id"})]))
+    with pytest.raises(ProviderError, match="without a call id") as caught:
+        await run(client_for(provider, style), "go", tools=[echo], stream=stream)
+    assert received == ["first"]  # the call with no id never ran
+    partial = caught.value.partial
+    assert partial.tool_calls[0].output == "first"
+    assert "was not run" in partial.tool_calls[1].output
+    assert len(provider.requests) == 1  # nothing was sent back with an empty id

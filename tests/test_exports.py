@@ -62,9 +62,9 @@ EXPECTED = {
     toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
     toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
-        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "Resources",
-        "ResourcesFunction", "Tool", "ToolHints", "ToolHooks", "ToolResult", "Toolkit",
-        "classify", "concurrency_mode", "tool",
+        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "PermissionPolicy",
+        "Resources", "ResourcesFunction", "RunContext", "Tool", "ToolHints", "ToolHooks",
+        "ToolResult", "Toolkit", "classify", "concurrency_mode", "tool",
     ],
     toolnexus.tools.builtins: [
         "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",

@@ -387,27 +387,26 @@ async def test_a_plain_async_tool_is_awaited_by_the_lane_without_wrappers(
     # A checked call of an async tool with no timeout, hooks, approval or hosted caller is the
     # tool's own coroutine: the lane awaited it through three or four coroutines that only
     # passed it on (and turned its value into an outcome the lane makes anyway).
-    from toolnexus.client import _turn
-    from toolnexus.scheduling import _batch
+    from toolnexus.tools import _calls
 
     wrapped: list[str] = []
     real_invoke_checked = Tool._invoke_checked
-    real_checked_dispatch = _turn.checked_dispatch
+    real_guarded = _calls._guarded
 
     async def invoke_checked(self: Tool, args: dict[str, Any], ctx: Any = None) -> Any:
         wrapped.append("invoke")
         return await real_invoke_checked(self, args, ctx)
 
-    def checked_dispatch(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Any:
+    def guarded(tool: Tool, args: dict[str, Any], ctx: Any, *, checked: bool) -> Any:
         wrapped.append("dispatch")
-        return real_checked_dispatch(tool, args, run_ctx)
+        return real_guarded(tool, args, ctx, checked=checked)
 
     monkeypatch.setattr(Tool, "_invoke_checked", invoke_checked)
-    monkeypatch.setattr(_turn, "checked_dispatch", checked_dispatch)
+    monkeypatch.setattr(_calls, "_guarded", guarded)
     echo_tool, _ = counted_echo()
     calls = [ToolCall(f"c{i}", "echo", f'{{"n": {i}}}') for i in range(3)]
     assert [o.value for o in await run_batch(calls, [echo_tool])] == [0, 1, 2]
-    started = _batch._invoke_checked(echo_tool, {"n": 1}, None)
+    started = _calls.start_prechecked(echo_tool, {"n": 1}, None)
     assert inspect.iscoroutine(started) and started.cr_code.co_name == "echo"  # the tool's own
     assert await started == 1
 
@@ -772,7 +771,7 @@ async def test_client_run_awaits_each_response_without_a_task(
 def test_a_plain_values_outcome_made_directly_equals_the_dataclass_one() -> None:
     # outcome_of sets a plain value's Outcome slots itself: every field must be set as
     # __init__ sets it (a field added to Outcome and not to outcome_of fails here).
-    from toolnexus.scheduling._outcome import outcome_of
+    from toolnexus.tools._outcome import outcome_of
 
     for value in (None, 3, "text", {"a": [1, 2]}):
         made, reference = outcome_of("t", value), Outcome(value=value)
@@ -805,7 +804,7 @@ async def test_a_sub_call_of_a_plain_async_tool_reaches_the_lane_as_the_tools_co
     import asyncio
 
     from toolnexus.codemode import PermissionPolicy, RunContext
-    from toolnexus.codemode._bindings import sub_call_dispatch
+    from toolnexus.tools._calls import dispatch_call as sub_call_dispatch
 
     async def execute(args: dict[str, Any]) -> int:
         return int(args["n"])

@@ -55,6 +55,7 @@ SURFACE_TYPES: dict[str, str] = {
 BOOKKEEPING_TYPES = frozenset(
     {
         "approval",
+        "call_refused",
         "call_resources",
         "call_timing",
         "code_run",

@@ -37,7 +37,6 @@ from toolnexus.client._turn import (
     CALLS_LATE,
     HOSTED_LATE,
     PENDING,
-    CheckedCalls,
     RelayHandler,
     TurnCalls,
 )
@@ -54,13 +53,14 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
-from toolnexus.scheduling._outcome import (
+from toolnexus.session import Session
+from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
+from toolnexus.tools._calls import dispatch_call
+from toolnexus.tools._outcome import (
     RETRY,
     outcome_from_value,
     retry_outcome,
 )
-from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
@@ -561,9 +561,8 @@ async def _turn(
     """One model round trip and its tool calls; yields events (when ``watched``), then the
     assistant turn."""
     config = run.config
-    checked = CheckedCalls()
     lane = Scheduler(
-        checked.dispatch, max_parallel=config.max_concurrency, audit=False, session=run.session
+        dispatch_call, max_parallel=config.max_concurrency, audit=False, session=run.session
     )
     batch = TurnCalls(
         lane,
@@ -574,7 +573,7 @@ async def _turn(
         config.meter,
         direct=(OUTPUT_TOOL,) if run.output is not None else (),
         decode=run.decode,
-        checked=checked,
+        hosting=config.style.hosted_code,
     )
     events: asyncio.Queue[StreamEvent | None] = asyncio.Queue()  # None: the response ended
 
@@ -649,6 +648,7 @@ async def _turn(
                 record = run.record(call, outcome)
                 if watched:
                     yield ToolResultEvent(record)
+        _refuse_calls_without_an_id(reply, config.style)
         if pending:
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
         elif reply.calls:
@@ -677,6 +677,19 @@ async def _turn(
                 name = reply.calls[index].name
                 answered.append(result or Outcome.failure(name, CANCELLED))
             run.results(reply.calls, answered)
+
+
+def _refuse_calls_without_an_id(reply: AssistantTurn, style: Style) -> None:
+    """End the run when the model's reply holds a call without an id: its result cannot be
+    sent back (the next request would be refused), so it was not run, and the run says so."""
+    nameless = [call.name for call in reply.calls if not call.id]
+    if nameless:
+        raise ProviderError(
+            None,
+            f"the model at {style.base_url} sent the tool call {nameless[0]!r} without a call "
+            "id: no result can be sent back for it, so it was not run (is the server speaking "
+            "this style's wire format?)",
+        )
 
 
 def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:

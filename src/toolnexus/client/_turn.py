@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
-from toolnexus.codemode._bindings import checked_dispatch, direct_dispatch, unguarded
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
-from toolnexus.scheduling._batch import precheck
-from toolnexus.scheduling._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.scheduling._batch import caller_id, precheck
 from toolnexus.scheduling._scheduler import ABANDONED
-from toolnexus.tools import Tool, Toolkit
+from toolnexus.tools import Toolkit
+from toolnexus.tools._calls import Prechecked
 from toolnexus.tools._hooks import maybe_await
+from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
 from toolnexus.tools._relay import is_relay
 
 __all__ = [
     "CALLS_LATE",
     "HOSTED_LATE",
     "PENDING",
-    "CheckedCalls",
     "RelayHandler",
     "TurnCalls",
-    "caller_id",
 ]
 
 
 PENDING = Outcome.failure("relay", "waiting for the host's answer")
+
+NO_CALL_ID = (
+    "the provider sent this call without a call id, so no result could be sent back for it; "
+    "it was not run"
+)
 
 HOSTED_LATE = (
     "the call did not finish within {seconds:g} s (hosted_call_timeout): the provider's "
@@ -36,22 +39,13 @@ HOSTED_LATE = (
 )
 
 
-def caller_id(caller: Mapping[str, Any] | None) -> str | None:
-    """The id of the hosted program that made a call (``None``: the model made it)."""
-    if caller is None:
-        return None
-    found = caller.get("tool_id") or caller.get("caller_id") or caller.get("type")
-    return str(found) if found is not None else None
-
-
 def _abandoned(outcome: Outcome) -> bool:
     """Whether a stopped lane answered the call because it had not finished."""
     return outcome.error is not None and outcome.error["message"] == ABANDONED
 
 
 def _for_call(ctx: RunContext[Any], call_id: str, caller: str | None) -> RunContext[Any]:
-    """``dataclasses.replace(ctx, call_id=..., caller=...)`` without its per-field work: a
-    fresh context object per call (`CheckedCalls` knows a call by it)."""
+    """``dataclasses.replace(ctx, call_id=..., caller=...)`` without its per-field work."""
     made: RunContext[Any] = object.__new__(type(ctx))
     made.__dict__.update(ctx.__dict__, call_id=call_id, caller=caller)
     return made
@@ -64,37 +58,6 @@ CALLS_LATE = (
 
 
 """The stand-in outcome of a relay call that no handler answered: the run becomes pending."""
-
-
-class CheckedCalls:
-    """The dispatch of a turn's lane: a model's call whose arguments the turn checked before
-    it took a place in the lane is not checked again when it runs (unless a before-hook
-    replaced them); every other call the lane runs (a Code Mode program's sub-calls) is.
-
-    A checked call is known by its own context object (`TurnCalls` makes one per call), held
-    here until the call is dispatched.
-    """
-
-    def __init__(self) -> None:
-        self._held: dict[int, RunContext[Any]] = {}
-
-    def hold(self, ctx: RunContext[Any]) -> None:
-        """Mark the call carrying ``ctx`` as checked."""
-        self._held[id(ctx)] = ctx
-
-    def dispatch(self, tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
-        """The lane's dispatch function ``(tool, args, run_ctx) -> value | Outcome``.
-
-        A checked call that no hook, approval or hosted caller stands in front of is handed
-        to the lane as the tool's own coroutine: `checked_dispatch` would only turn its
-        value or exception into an outcome, which the lane does the same way.
-        """
-        ctx = self._held.pop(id(run_ctx), None)
-        if ctx is not None and ctx is run_ctx:
-            if unguarded(tool, ctx):
-                return tool._start_checked(args, ctx)
-            return checked_dispatch(tool, args, run_ctx)
-        return direct_dispatch(tool, args, run_ctx)
 
 
 RelayHandler = Callable[[ToolCall], Any]
@@ -120,10 +83,10 @@ class TurnCalls:
         meter: Any = None,
         direct: Sequence[str] = (),
         decode: Callable[[ToolCall], Any] | None = None,
-        checked: CheckedCalls | None = None,
+        hosting: bool = False,
     ) -> None:
         self._lane = lane
-        self._checked = checked  # the lane's dispatch, when it skips a second check
+        self._hosting = hosting  # tools are offered to hosted programs: callers are checked
         self._decode = decode  # the run's once-per-call decoding of arguments
         self._meter = meter
         self._direct = frozenset(direct)  # called directly even under "code" mode
@@ -141,6 +104,9 @@ class TurnCalls:
         self.calls.append(call)
         if call.caller is not None:
             self.hosted = True
+        if not call.id:  # its result could not be sent back: a call that ran unrecorded
+            self._answers.append(Outcome.failure(call.name, NO_CALL_ID))
+            return
         if (
             self._collapses
             and call.name not in self._direct
@@ -152,7 +118,13 @@ class TurnCalls:
         decoded = None  # text the run decoded strictly already (a mapping is checked here)
         if self._decode is not None and isinstance(call.arguments, str):
             decoded = self._decode(call)
-        checked = precheck(call, self._kit, decoded if isinstance(decoded, dict) else None)
+        checked = precheck(
+            call,
+            self._kit,
+            decoded if isinstance(decoded, dict) else None,
+            self._ctx.session,
+            hosting=self._hosting,
+        )
         if isinstance(checked, Outcome):
             self._answers.append(checked)
             return
@@ -169,9 +141,7 @@ class TurnCalls:
             return
         caller = None if call.caller is None else caller_id(call.caller)
         ctx = _for_call(self._ctx, call.id, caller)
-        if self._checked is not None:
-            self._checked.hold(ctx)
-        self._answers.append(self._lane.submit(tool, args, ctx, call_id=call.id))
+        self._answers.append(self._lane.submit(tool, args, Prechecked(ctx), call_id=call.id))
 
     async def _relay(self, call: ToolCall, args: dict[str, Any]) -> Outcome:
         assert self._relay_handler is not None
@@ -211,7 +181,7 @@ class TurnCalls:
                     # order) and cancels what still runs, which is answered as late
                     await self._lane.stop()
                     outcome = await self._lane.wait(answer)
-            if end is not None and _abandoned(outcome):  # it ran past the deadline
+            if end is not None and outcome.error is not None and _abandoned(outcome):  # late
                 outcome = Outcome.failure(call.name, late.format(seconds=deadline))
             yield call, outcome
 

@@ -5,14 +5,7 @@ calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the
 [`toolnexus.codemode.runtimes`][toolnexus.codemode.runtimes].
 """
 
-from toolnexus.codemode._bindings import (
-    ApprovalHandler,
-    Binding,
-    RunContext,
-    bindings,
-    denied_message,
-    direct_dispatch,
-)
+from toolnexus.codemode._bindings import Binding, bindings, denied_message
 from toolnexus.codemode._modes import (
     RUN_CODE_NAME,
     CodeMode,
@@ -25,7 +18,6 @@ from toolnexus.codemode._modes import (
     resolve_mode,
     tag_transport,
 )
-from toolnexus.codemode._policy import PermissionPolicy, filter_tools
 from toolnexus.codemode._run_code import (
     RUN_CODE_BASE_DESCRIPTION,
     await_timeout,
@@ -37,6 +29,8 @@ from toolnexus.codemode._run_code import (
     visible_tools,
 )
 from toolnexus.codemode._sdk import render_sdk
+from toolnexus.tools._calls import ApprovalHandler, RunContext, direct_dispatch
+from toolnexus.tools._policy import PermissionPolicy, filter_tools
 
 __all__ = [
     "RUN_CODE_BASE_DESCRIPTION",

@@ -19,22 +19,17 @@ from toolnexus._checks import positive_number
 from toolnexus._json import encodable_data, json_problem
 from toolnexus._text import clip_middle
 from toolnexus._tracing import code_run_span, record_code_run
-from toolnexus.codemode._bindings import (
-    ApprovalHandler,
-    Binding,
-    RunContext,
-    bindings,
-    sub_call_dispatch,
-)
+from toolnexus.codemode._bindings import Binding, bindings
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
-from toolnexus.codemode._policy import PermissionPolicy, filter_tools
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, Scheduler, snapshot
 from toolnexus.scheduling._scheduler import ABANDONED, SCHEDULER_GONE
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolResult
+from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
 from toolnexus.tools._hooks import ToolHooks
+from toolnexus.tools._policy import PermissionPolicy, filter_tools
 
 if TYPE_CHECKING:
     from toolnexus.codemode.runtimes import CodeRuntime, RunReport
@@ -295,9 +290,7 @@ async def _execute(
         session.log_event("code_run", encodable_data(event))  # the model's text, mended
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
-        lane = Scheduler(
-            sub_call_dispatch, session=session, max_parallel=max_parallel, call_id=call_id
-        )
+        lane = Scheduler(dispatch_call, session=session, max_parallel=max_parallel, call_id=call_id)
         try:
             binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
             call_tool = _tool_caller({b.name: b for b in binds}, log)

@@ -6,9 +6,9 @@ The rule is explained once, with a diagram, in ``docs/scheduling.md``.
 from toolnexus._snapshot import snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
-from toolnexus.scheduling._outcome import Outcome
 from toolnexus.scheduling._rule import EVERYTHING, MAX_KEY_WORK, Mode, SchedulingRule, Wait
 from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
+from toolnexus.tools._outcome import Outcome
 from toolnexus.tools._safety import concurrency_mode
 
 __all__ = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,12 +11,13 @@ from toolnexus._json import encodable_text, json_problem, loads_strict
 from toolnexus._snapshot import snapshot
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
-from toolnexus.scheduling._outcome import Outcome, retry_outcome
 from toolnexus.scheduling._scheduler import Scheduler, Ticket
 from toolnexus.session import Session
 from toolnexus.tools import Tool, Toolkit
+from toolnexus.tools._calls import refuse_caller, start_prechecked
+from toolnexus.tools._outcome import Outcome, retry_outcome
 
-__all__ = ["ToolCall", "run_batch"]
+__all__ = ["ToolCall", "caller_id", "precheck", "run_batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,15 @@ class ToolCall:
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
     parent_token: str | None = None
     caller: Mapping[str, Any] | None = None
+
+
+def caller_id(caller: Mapping[str, Any] | None) -> str | None:
+    """The id of the hosted program that made a call, from its ``ToolCall.caller`` record
+    (``None``: the model made it)."""
+    if caller is None:
+        return None
+    found = caller.get("tool_id") or caller.get("caller_id") or caller.get("type")
+    return str(found) if found is not None else None
 
 
 def parse_arguments(raw: Mapping[str, Any] | str) -> dict[str, Any] | str:
@@ -95,9 +105,17 @@ def _json_kind(value: object) -> str:
 
 
 def precheck(
-    call: ToolCall, kit: Toolkit, decoded: dict[str, Any] | None = None
+    call: ToolCall,
+    kit: Toolkit,
+    decoded: dict[str, Any] | None = None,
+    session: Session | None = None,
+    *,
+    hosting: bool = False,
 ) -> tuple[Tool, dict[str, Any]] | Outcome:
-    """The tool and arguments of a call that may run, or the error outcome of one that may not.
+    """The tool and arguments of a call that may run, or the error outcome of one that may not:
+    an unknown tool, a caller the tool does not allow (audited in ``session``, see
+    `refuse_caller`; ``hosting``: the run offers tools to provider-hosted programs), arguments
+    that are not JSON or do not match the schema.
 
     ``decoded``: the call's arguments already decoded by `parse_arguments` (the agent
     loop decodes each call once, for its transcript too); they are then not parsed again.
@@ -108,20 +126,18 @@ def precheck(
         return Outcome.failure(
             call.name, f"unknown tool '{call.name}'; available tools: {available}"
         )
+    if call.caller is not None or (hosting and "direct" not in tool.callers):  # else allowed
+        refused = refuse_caller(tool, caller_id(call.caller), session, call.id, hosting=hosting)
+        if refused is not None:
+            return refused
     args = decoded if decoded is not None else parse_arguments(call.arguments)
     if isinstance(args, str):
         return retry_outcome(call.name, f"invalid arguments for tool '{call.name}': {args}")
     try:
-        tool._validator(args)  # validate_arguments, one call less
+        tool.validate_arguments(args)
     except ToolArgumentsError as exc:
         return retry_outcome(call.name, str(exc))
     return tool, args
-
-
-def _invoke_checked(tool: Tool, args: dict[str, Any], run_ctx: Any) -> Awaitable[Any]:
-    """The dispatch of a batch: `precheck` has validated the arguments already. Not a
-    coroutine itself: it hands the lane the tool's own (see ``Tool._start_checked``)."""
-    return tool._start_checked(args, run_ctx)
 
 
 def check_calls(calls: Iterable[object]) -> None:
@@ -218,10 +234,10 @@ async def run_batch(
     check_calls(calls)
     kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
     cap = max_tool_concurrency(_cap_argument(max_parallel, max_concurrency))
-    async with Scheduler(_invoke_checked, max_parallel=cap, audit=False, session=session) as lane:
+    async with Scheduler(start_prechecked, max_parallel=cap, audit=False, session=session) as lane:
         queued: list[Ticket | Outcome] = []
         for call in calls:
-            checked = precheck(call, kit)
+            checked = precheck(call, kit, session=session)
             if isinstance(checked, Outcome):
                 queued.append(checked)
             else:

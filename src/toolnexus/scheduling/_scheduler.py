@@ -38,14 +38,14 @@ from toolnexus._snapshot import snapshot
 from toolnexus._tracing import end_tool_span, tool_span, tool_spans_needed
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
-from toolnexus.scheduling._outcome import (
+from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
+from toolnexus.session import Event, Session
+from toolnexus.tools import Tool
+from toolnexus.tools._outcome import (
     Outcome,
     outcome_from_exception,
     outcome_of,
 )
-from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
-from toolnexus.session import Event, Session
-from toolnexus.tools import Tool
 from toolnexus.tools._resources import Resources, resolves_paths
 from toolnexus.tools._safety import classify
 

@@ -36,7 +36,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError,
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus.scheduling import SchedulingRule
-    from toolnexus.scheduling._outcome import outcome_from_value
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
@@ -52,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         stored_size,
     )
     from toolnexus.tools import Resources, ToolResult
+    from toolnexus.tools._outcome import outcome_from_value
 
 __all__ = [
     "BATCH_WORKFLOW",

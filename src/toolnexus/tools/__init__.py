@@ -1,7 +1,9 @@
 """Tools: what a model can call, how it is described, and how its arguments are checked."""
 
+from toolnexus.tools._calls import RunContext
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
+from toolnexus.tools._policy import PermissionPolicy
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._safety import Mode, classify, concurrency_mode
 from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolResult
@@ -12,8 +14,10 @@ __all__ = [
     "BeforeHook",
     "ConcurrencyPredicate",
     "Mode",
+    "PermissionPolicy",
     "Resources",
     "ResourcesFunction",
+    "RunContext",
     "Tool",
     "ToolHints",
     "ToolHooks",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from toolnexus.errors import ConfigurationError
-from toolnexus.tools import Tool
+from toolnexus.tools._tool import Tool
 
 __all__ = ["PermissionPolicy", "PolicyMode", "filter_tools"]
 

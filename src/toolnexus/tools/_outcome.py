@@ -10,7 +10,7 @@ from typing import Any
 from toolnexus._json import _INT_BOUND, encodable_text
 from toolnexus._snapshot import safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
-from toolnexus.tools import ToolResult
+from toolnexus.tools._tool import ToolResult
 
 __all__ = [
     "GENERIC_FAILURE",
