@@ -9,20 +9,26 @@ hang, and never lose or repeat a call's result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import math
+import os
+import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from test_temporal import FAST, look, touch, workers  # noqa: F401  (workers: a fixture)
 from toolnexus import ToolCall
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, PayloadStoreError
 from toolnexus.temporal import (
     MAX_RESULT_BYTES,
+    FileStore,
     Timings,
     file_store,
     run_batch,
@@ -30,6 +36,7 @@ from toolnexus.temporal import (
     start_run,
     worker,
 )
+from toolnexus.temporal._wire import STORE_ENCODING
 
 pytestmark = pytest.mark.temporal
 
@@ -206,3 +213,129 @@ async def test_outcomes_that_cannot_fit_even_as_parts_fail_the_batch_clearly(
     with pytest.raises(ConfigurationError, match="payload limit") as caught:
         await asyncio.wait_for(run_batch(client, calls, task_queue=pool.queue), 120)
     assert "file_store" in str(caught.value)
+
+
+# -- the payload store: a reference comes from a workflow history, which anyone who can start a
+# workflow writes, so it names a file in the store by its hash or nothing at all
+
+
+class Opens:
+    """Every file this process opens while ``watching`` (the interpreter's ``open`` audit
+    event: ``open()``, ``Path.read_bytes``, ``os.open``)."""
+
+    watching = False
+    paths: ClassVar[list[str]] = []
+
+    @classmethod
+    def hook(cls, event: str, args: tuple[Any, ...]) -> None:
+        if cls.watching and event == "open" and args and isinstance(args[0], (str, bytes)):
+            cls.paths.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(Opens.hook)
+
+
+def reference(data: bytes) -> Payload:
+    return Payload(metadata={"encoding": STORE_ENCODING}, data=data)
+
+
+def big_payload() -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 400_000 + b'"')
+
+
+async def test_a_store_reference_names_only_a_sha256_and_anything_else_is_not_opened(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "store")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the operator's secret")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    forged = {
+        "an absolute path": {"sha256": str(secret)},
+        "a path up out of the store": {"sha256": "../../secret.txt"},
+        "a pipe, which would block the worker": {"sha256": str(fifo)},
+        "upper-case hex": {"sha256": "A" * 64},
+        "a short digest": {"sha256": "a" * 63},
+        "a digest and more": {"sha256": "a" * 64 + "/x"},
+        "a digest with a newline": {"sha256": "a" * 64 + "\n"},
+        "a number": {"sha256": 5},
+        "a list": {"sha256": ["a" * 64]},
+        "no digest": {"size": 12},
+        "a size that is not a count": {"sha256": "a" * 64, "size": "12"},
+    }
+    raw = {
+        "not JSON": b"\xff{",
+        "a JSON list": b'["' + b"a" * 64 + b'"]',
+        "a JSON string": b'"' + b"a" * 64 + b'"',
+        "NaN": b'{"sha256": NaN}',
+    }
+    cases = {k: json.dumps(v).encode() for k, v in forged.items()} | raw
+    try:
+        for case, data in cases.items():
+            Opens.paths, Opens.watching = [], True
+            try:
+                with pytest.raises(PayloadStoreError) as raised:
+                    await asyncio.wait_for(store.decode([reference(data)]), 5)
+            finally:
+                Opens.watching = False
+            message = str(raised.value)
+            assert str(tmp_path / "store") in message and "\n" not in message, case
+            assert "the operator's secret" not in message, case
+            assert Opens.paths == [], (case, Opens.paths)  # refused before any file is opened
+    finally:  # on a store that did open the pipe: let its reader go
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+async def test_a_stored_file_that_is_not_a_regular_file_is_refused_without_waiting(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path, threshold=1000)
+    payload = big_payload()
+    [ref] = await store.encode([payload])
+    digest = json.loads(ref.data)["sha256"]
+    place = tmp_path / digest[:2] / digest
+    place.unlink()
+    os.mkfifo(place)  # someone with access to the store put a pipe under the payload's name
+    try:
+        with pytest.raises(PayloadStoreError, match="not in the store"):
+            await asyncio.wait_for(store.decode([ref]), 5)
+        outside = tmp_path / "outside"
+        outside.write_bytes(payload.SerializeToString())
+        place.unlink()
+        place.symlink_to(outside)  # a link: never followed, even to the right bytes
+        with pytest.raises(PayloadStoreError, match="not in the store"):
+            await asyncio.wait_for(store.decode([ref]), 5)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(place, os.O_WRONLY | os.O_NONBLOCK))
+    await store.encode([payload])  # writing the payload again puts the file back
+    assert place.is_file() and not place.is_symlink()
+    assert await store.decode([ref]) == [payload]
+
+
+async def test_a_damaged_stored_file_is_repaired_when_the_payload_is_written_again(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path, threshold=1000)
+    payload = big_payload()
+    [ref] = await store.encode([payload])
+    digest = json.loads(ref.data)["sha256"]
+    place = tmp_path / digest[:2] / digest
+    for damage in (b"", place.read_bytes()[:-1] + b"y", place.read_bytes() + b"more"):
+        place.write_bytes(damage)  # a torn copy, a flipped byte, bytes added
+        with pytest.raises(PayloadStoreError, match="was changed"):
+            await store.decode([ref])
+        assert await store.encode([payload]) == [ref]
+        assert await store.decode([ref]) == [payload]
+    written = place.stat().st_mtime_ns
+    await store.encode([payload])  # a whole file is left as it is
+    assert place.stat().st_mtime_ns == written
+
+
+def test_an_empty_store_directory_is_refused(tmp_path: Path) -> None:
+    for directory in ("", "   ", None, 5):
+        with pytest.raises(ConfigurationError, match="FileStore needs the path of a directory"):
+            file_store(directory)  # type: ignore[arg-type]
+    assert file_store(tmp_path / "fine").payload_codec is not None

@@ -8,7 +8,8 @@ The tree::
     ├── SessionError (ValueError)       an event the session log refuses (type or data)
     ├── ProviderError                   a model endpoint refused or failed a request
     ├── ToolError                       a failed tool call, as a program or caller sees it
-    └── ViewError (ValueError)          a file toolnexus.view cannot draw (not a session log)
+    ├── ViewError (ValueError)          a file toolnexus.view cannot draw (not a session log)
+    └── PayloadStoreError (ValueError)  a durable payload store reference or file it refuses
 
 Exceptions are for the host developer. What a model-written program sees of a failure is kept
 to two strings, ``tool`` and ``message`` (see [`ToolError`][toolnexus.errors.ToolError] and
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigurationError",
     "ModelRetry",
     "PatchError",
+    "PayloadStoreError",
     "ProviderError",
     "SessionError",
     "ToolArgumentsError",
@@ -143,3 +145,9 @@ class ModelRetry(ToolnexusError):
 
 class ViewError(ToolnexusError, ValueError):
     """`toolnexus.view` cannot draw what it was given (a file that is not a session log)."""
+
+
+class PayloadStoreError(ToolnexusError, ValueError):
+    """A durable run's payload store (``toolnexus.temporal.FileStore``) refuses a reference or
+    a stored file: a reference that is not one it wrote (anything but a SHA-256 in lowercase
+    hex), a file missing from the store, or one whose contents no longer match its hash."""

@@ -21,6 +21,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +34,8 @@ import temporalio.converter
 from temporalio.api.common.v1 import Payload
 
 from toolnexus._checks import int_at_least
-from toolnexus.errors import ConfigurationError
+from toolnexus._json import loads_strict
+from toolnexus.errors import ConfigurationError, PayloadStoreError
 from toolnexus.scheduling import Outcome, ToolCall, snapshot
 
 __all__ = [
@@ -179,6 +182,9 @@ def outcome_from_wire(data: dict[str, Any]) -> Outcome:
 
 STORE_ENCODING = b"binary/toolnexus-file-store"
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A reference's name of a stored payload: its SHA-256, 64 lowercase hex digits, nothing else."""
+
 
 class FileStore(temporalio.converter.PayloadCodec):
     """A payload codec that keeps large payloads in a directory the caller and the workers
@@ -186,12 +192,22 @@ class FileStore(temporalio.converter.PayloadCodec):
 
     With it, a batch's calls, a run's transcript, a program's recorded outcomes and the state a
     workflow carries into its next run are never one oversized payload, whatever their size.
-    Files are named by content, written atomically and never changed; deleting them is the
-    operator's choice (a workflow's history refers to them as long as it is kept).
+    Files are named by content, written atomically and checked against their hash when read;
+    deleting them is the operator's choice (a workflow's history refers to them as long as it
+    is kept).
+
+    A reference is read from a workflow history, which anyone who can start a workflow can
+    write: only a SHA-256 in lowercase hex names a file, and anything else is refused without
+    opening a file. Only a regular file in the store is read (never a link, a pipe or a
+    device). Writing a payload whose file is missing or damaged writes the file again.
 
     Args:
         directory: A directory every worker and caller reads and writes (created if missing).
         threshold: Payloads larger than this many bytes go to the store (default 256 KiB).
+
+    Raises:
+        ConfigurationError: ``directory`` is empty or not a path, or cannot be created;
+            ``threshold`` is not a count of bytes.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, threshold: int = 256 * 1024) -> None:
@@ -199,13 +215,21 @@ class FileStore(temporalio.converter.PayloadCodec):
             raise ConfigurationError(
                 f"FileStore(threshold=...) must be a count of bytes, got {threshold!r}."
             )
-        self.directory = Path(directory)
+        name = directory if isinstance(directory, (str, os.PathLike)) else None
+        text = os.fspath(name) if name is not None else None
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigurationError(
+                f"FileStore needs the path of a directory, got {directory!r}; give the "
+                "directory the caller and the workers share (an empty path would be whatever "
+                "folder the process happens to run in)."
+            )
+        self.directory = Path(text)
         self.threshold = threshold
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigurationError(
-                f"FileStore cannot use {str(directory)!r} as its directory ({exc.strerror}); "
+                f"FileStore cannot use {text!r} as its directory ({exc.strerror}); "
                 "give a directory the caller and the workers can write."
             ) from None
 
@@ -214,7 +238,12 @@ class FileStore(temporalio.converter.PayloadCodec):
         return [await self._encode(p) for p in payloads]
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        """References replaced by the payloads they name."""
+        """References replaced by the payloads they name.
+
+        Raises:
+            PayloadStoreError: a reference that is not one this store writes, or a file that
+                is missing from the store or was changed.
+        """
         return [await self._decode(p) for p in payloads]
 
     async def _encode(self, payload: Payload) -> Payload:
@@ -229,18 +258,66 @@ class FileStore(temporalio.converter.PayloadCodec):
     async def _decode(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != STORE_ENCODING:
             return payload
-        digest = json.loads(payload.data)["sha256"]
-        data = await asyncio.to_thread(self._read, digest)
+        digest, size = self._reference(payload.data)
+        data = await asyncio.to_thread(self._read, digest, size)
         return Payload.FromString(data)
+
+    def _reference(self, raw: bytes) -> tuple[str, int | None]:
+        """The digest and size a stored reference names, checked before any file is touched."""
+        try:
+            reference = loads_strict(raw)
+        except ValueError:
+            reference = None
+        if not isinstance(reference, dict):
+            raise PayloadStoreError(
+                f"the payload store at {self.directory} was given a reference that is not a "
+                'JSON object ({"sha256": ..., "size": ...}); the history holds a payload this '
+                "store did not write"
+            )
+        digest, size = reference.get("sha256"), reference.get("size")
+        if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+            shown = repr(digest) if len(repr(digest)) <= 80 else repr(digest)[:77] + "..."
+            raise PayloadStoreError(
+                f"the payload store at {self.directory} refuses the reference {shown}: a "
+                "stored payload is named by its SHA-256 as 64 lowercase hex digits, and nothing "
+                "else is opened; the history holds a payload this store did not write"
+            )
+        if size is not None and (type(size) is not int or size < 0):
+            raise PayloadStoreError(
+                f"the payload store at {self.directory} refuses the reference to {digest}: its "
+                f"size {size!r} is not a count of bytes"
+            )
+        return digest, size
 
     def _path(self, digest: str) -> Path:
         return self.directory / digest[:2] / digest
 
+    def _stored(self, path: Path, size: int | None = None) -> bytes | None:
+        """The contents of the regular file at ``path`` (never following a link, never
+        waiting on a pipe or a device), or ``None`` when there is none."""
+        flags = (
+            os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        )
+        try:
+            handle = os.open(path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError:  # a link (ELOOP), or a file this process may not read
+            return None
+        with os.fdopen(handle, "rb") as file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                return None
+            if size is not None and status.st_size != size:
+                return b""  # damaged: its hash cannot match
+            return file.read()
+
     def _write(self, digest: str, data: bytes) -> None:
         path = self._path(digest)
-        if path.exists():
-            return
-        path.parent.mkdir(exist_ok=True)
+        stored = self._stored(path, len(data))
+        if stored is not None and hashlib.sha256(stored).hexdigest() == digest:
+            return  # already there, whole
+        path.parent.mkdir(exist_ok=True)  # a missing or damaged file is written (again)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
         try:
             with os.fdopen(handle, "wb") as file:
@@ -252,17 +329,19 @@ class FileStore(temporalio.converter.PayloadCodec):
             Path(temporary).unlink(missing_ok=True)
             raise
 
-    def _read(self, digest: str) -> bytes:
+    def _read(self, digest: str, size: int | None = None) -> bytes:
         path = self._path(digest)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise ValueError(
-                f"payload {digest} is not in the store at {self.directory}: the workers and "
-                "the caller must share one store directory"
-            ) from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ValueError(f"payload {digest} in the store at {self.directory} was changed")
+        data = self._stored(path)
+        if data is None:
+            raise PayloadStoreError(
+                f"payload {digest} is not in the store at {self.directory} (no regular file "
+                f"at {path}): the workers and the caller must share one store directory"
+            )
+        if hashlib.sha256(data).hexdigest() != digest or (size is not None and len(data) != size):
+            raise PayloadStoreError(
+                f"payload {digest} in the store at {self.directory} was changed (its contents "
+                "no longer match its hash); writing the same payload again repairs it"
+            )
         return data
 
 
@@ -278,7 +357,8 @@ def file_store(
     otherwise).
 
     Raises:
-        ConfigurationError: the directory cannot be created, or ``threshold`` is not a count.
+        ConfigurationError: ``directory`` is empty or cannot be created, or ``threshold`` is
+            not a count.
     """
     codec = FileStore(directory, threshold=threshold)
     return dataclasses.replace(temporalio.converter.default(), payload_codec=codec)
