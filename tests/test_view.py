@@ -317,7 +317,8 @@ async def test_a_wait_for_a_resource_key_names_the_key_and_the_call(probe: Probe
     run = build(session)
     drawn = {c["id"]: c for c in drawn_calls(run)}
     assert drawn["r2"]["waited_for"] == {
-        "id": "w1", "name": "edit", "resource": "/repo/a.py", "barrier": False,
+        "id": "w1", "key": drawn["w1"]["key"], "name": "edit", "resource": "/repo/a.py",
+        "barrier": False,
     }  # fmt: skip
     assert drawn["r1"]["waited_for"] is None
     assert drawn["r2"]["resources"] == {"reads": ["/repo/a.py"], "writes": []}

@@ -460,9 +460,9 @@ def view_command(args: argparse.Namespace, console: Console) -> int:
         source: Any = sources[0]
     else:  # one group per file (sub-agents' sessions, say), named by the file
         source = {Path(name).name: name for name in sources}
-    try:
+    try:  # a file that cannot be drawn is a ViewError naming its line: one line, status 1
         page = render(source)
-        exported = trace(source) if args.trace else None
+        exported = json.dumps(trace(source), allow_nan=False) if args.trace else None
     except OSError as exc:
         raise UsageError(f"cannot read {exc.filename}: {exc.strerror or exc}") from None
     out = Path(args.output or Path(sources[0]).with_suffix(".html").name)
@@ -470,7 +470,7 @@ def view_command(args: argparse.Namespace, console: Console) -> int:
         out.write_text(page, encoding="utf-8")
         console.print(f"report: {out.resolve()}", markup=False, highlight=False)
         if exported is not None:
-            Path(args.trace).write_text(json.dumps(exported), encoding="utf-8")
+            Path(args.trace).write_text(exported, encoding="utf-8")
             console.print(
                 f"trace: {args.trace}  (open it in https://ui.perfetto.dev)",
                 markup=False,

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from toolnexus.errors import ViewError
 from toolnexus.view._model import RunSource, build
 from toolnexus.view._page import page
 
@@ -19,8 +20,17 @@ _SCRIPT_SAFE = str.maketrans(
 def embed_json(value: Any) -> str:
     """``value`` as JSON that can sit inside a ``<script>`` element: ``<``, ``>``, ``&`` and the
     two JavaScript line separators are escaped, so no text in it can end the element or open
-    another one."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_SAFE)
+    another one.
+
+    Raises:
+        ViewError: ``value`` holds what strict JSON cannot (``NaN``, an infinity): the page's
+            ``JSON.parse`` would refuse it and draw nothing.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise ViewError(f"the report cannot embed the run as JSON ({exc})") from None
+    return text.translate(_SCRIPT_SAFE)
 
 
 def render(session: RunSource | Mapping[str, RunSource]) -> str:
@@ -41,7 +51,8 @@ def render(session: RunSource | Mapping[str, RunSource]) -> str:
         The page, to write to a ``.html`` file (or show in a notebook).
 
     Raises:
-        ViewError: a file that is not a session log, or a source of another kind.
+        ViewError: a file that is not a session log, a source of another kind, or an event
+            the report cannot draw (naming the line or the event).
 
     Example::
 

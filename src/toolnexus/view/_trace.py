@@ -33,7 +33,8 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
         are microseconds from the run's first event.
 
     Raises:
-        ViewError: a file that is not a session log, or a source of another kind.
+        ViewError: a file that is not a session log, a source of another kind, or an event
+            the trace cannot hold (naming the line or the event).
     """
     run = build(session)
     events: list[dict[str, Any]] = []
@@ -42,7 +43,7 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
         pid = number
         name = group["name"] or "toolnexus run"
         events.append(_meta(pid, 0, "process_name", name))
-        places: dict[str, tuple[int, dict[str, Any]]] = {}
+        places: dict[str, tuple[int, dict[str, Any]]] = {}  # by call key
         tid = 1
         ends = [0.0]
         if group["requests"]:
@@ -57,13 +58,13 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
                 events.append(_complete(turn, "model", request, pid, tid, args))
                 ends.append(request["end"])
             tid += 1
-        programs = {p["id"]: p for p in group["programs"]}
+        programs = {p["key"]: p for p in group["programs"]}
         opened: set[str] = set()
         for row in group["rows"]:
-            program = row["program"]
-            if program is not None and program not in opened and program in programs:
-                opened.add(program)
-                p = programs[program]
+            program, key = row["program"], row["program_key"]
+            if key is not None and key not in opened and key in programs:
+                opened.add(key)
+                p = programs[key]
                 events.append(_meta(pid, tid, "thread_name", f"program {program}"))
                 args = {"language": p.get("language"), "sub_calls": p.get("calls")}
                 events.append(
@@ -73,7 +74,7 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
                 tid += 1
             events.append(_meta(pid, tid, "thread_name", row["label"]))
             for call in row["calls"]:
-                places[call["id"]] = (tid, call)
+                places[call["key"]] = (tid, call)
                 args = {
                     key: call[key]
                     for key in ("id", "class", "mode", "program", "error", "resources")
@@ -85,9 +86,9 @@ def trace(session: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
             tid += 1
         for waiting_tid, call in places.values():
             waited = call["waited_for"]
-            if not waited or waited["id"] not in places:
+            if not waited or waited["key"] not in places:
                 continue
-            on_tid, on = places[waited["id"]]
+            on_tid, on = places[waited["key"]]
             flows += 1
             what = "barrier" if waited["barrier"] else f"resource {waited['resource']}"
             for phase, at, where in (("s", on["start"], on_tid), ("f", call["start"], waiting_tid)):

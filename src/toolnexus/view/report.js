@@ -53,36 +53,41 @@ ap.style.setProperty("--c", "transparent"); legend.appendChild(ap);
 var notes = document.getElementById("notes");
 D.notes.forEach(function (n) { notes.appendChild(el("div", "", "Note: " + n)); });
 /* -- rows ------------------------------------------------------------------------------- */
-var rows = [], where = {}, end = 0;
+/* Everything from the run is looked up in Maps, by key: an id or a name from the run
+   ("constructor", "__proto__") is never a property of an object here. */
+var rows = [], where = new Map(), end = 0;
 D.groups.forEach(function (g, gi) {
   if (D.groups.length > 1 || g.name) rows.push({kind: "group", label: g.name || "(session)"});
   if (g.requests.length) {
     var bars = g.requests.map(function (r, i) {
-      return {id: "request:" + gi + ":" + i, name: "model", start: r.start, end: r.end,
-        "class": "model", request: r};
+      return {id: "request:" + gi + ":" + i, key: "request:" + gi + ":" + i, name: "model",
+        start: r.start, end: r.end, "class": "model", request: r};
     });
     rows.push({kind: "requests", label: "model requests", calls: bars});
   }
-  var programs = {};
-  g.programs.forEach(function (p) { programs[p.id] = p; });
-  var shown = {};
+  var programs = new Map(), logged = new Map();
+  g.programs.forEach(function (p) { programs.set(p.key, p); logged.set(p.key, p); });
+  var shown = new Set();
   g.rows.forEach(function (r) {
-    if (r.program !== null && !shown[r.program]) {
-      shown[r.program] = true;
-      var p = programs[r.program] || {id: r.program, start: r.calls[0].start,
-        end: r.calls[r.calls.length - 1].end, calls: 0, description: {text: "", cut: 0}};
+    if (r.program_key !== null && !programs.has(r.program_key)) {  /* no code_run in the log */
+      programs.set(r.program_key, {id: r.program, key: r.program_key, start: r.calls[0].start,
+        end: r.calls[r.calls.length - 1].end, calls: 0, description: {text: "", cut: 0}});
+    }
+    if (r.program_key !== null && !shown.has(r.program_key)) {
+      shown.add(r.program_key);
+      var p = programs.get(r.program_key);
       var title = "program " + p.id + (p.description.text ? ": " + p.description.text : "");
       rows.push({kind: "program", label: title, program: p,
-        calls: [{id: "program:" + p.id, name: title, start: p.start, end: p.end,
-          "class": "program", prog: p}]});
+        calls: [{id: "program:" + p.id, key: "program:" + p.key, name: title, start: p.start,
+          end: p.end, "class": "program", prog: p}]});
     }
-    var row = {kind: "calls", label: r.label, calls: r.calls, band: programs[r.program] || null};
-    rows.push(row);
+    var band = r.program_key !== null ? logged.get(r.program_key) || null : null;
+    rows.push({kind: "calls", label: r.label, calls: r.calls, band: band});
   });
 });
 rows.forEach(function (r, ri) {
   r.index = ri;
-  (r.calls || []).forEach(function (c) { where[c.id] = {row: ri, call: c}; end = Math.max(end, c.end); });
+  (r.calls || []).forEach(function (c) { where.set(c.key, {row: ri, call: c}); end = Math.max(end, c.end); });
 });
 var span = Math.max(end, 1e-3);
 /* -- drawing (only what is in view) ------------------------------------------------------ */
@@ -113,22 +118,23 @@ function draw() {
   for (var t = Math.floor(Math.max(0, t0) / step) * step; t <= Math.min(span, t1); t += step) {
     var tick = el("div", "tick", ms(t)); tick.style.left = x(t) + "px"; axis.appendChild(tick);
   }
-  var drawn = {};
+  var drawn = new Map();
   for (var i = first; i < last; i++) drawRow(rows[i], t0, t1, drawn);
   links.textContent = "";
   links.appendChild(arrow());
   links.setAttribute("width", canvas.style.width);
   links.setAttribute("height", String(20 + rows.length * ROW));
-  var waiting = Object.keys(drawn).filter(function (id) {
-    var wf = drawn[id].waited_for; return wf && wf.id && where[wf.id];
+  var waiting = [];
+  drawn.forEach(function (c) {
+    var wf = c.waited_for; if (wf && wf.key && where.has(wf.key)) waiting.push(c);
   });
   var status = document.getElementById("status");
   status.textContent = waiting.length > MAX_LINKS ? " · " + waiting.length +
     " waits in view: zoom in to draw their arrows" : "";
   if (waiting.length > MAX_LINKS) return;
-  waiting.forEach(function (id) {
-    var c = drawn[id], wf = c.waited_for;
-    var from = where[wf.id], to = where[c.id];
+  waiting.forEach(function (c) {
+    var wf = c.waited_for;
+    var from = where.get(wf.key), to = where.get(c.key);
     /* an arc from the middle of the call waited on to the start of the call that waited */
     var x1 = x((from.call.start + from.call.end) / 2), y1 = 20 + from.row * ROW + 3;
     var x2 = x(c.start), y2 = 20 + to.row * ROW + 3;
@@ -188,12 +194,12 @@ function drawRow(r, t0, t1, drawn) {
     }
     var bar = el("div", "bar " + c["class"], wpx > 40 ? c.name : "");
     bar.style.left = x(c.start) + "px"; bar.style.width = wpx + "px";
-    bar.setAttribute("data-id", c.id);
+    bar.setAttribute("data-id", c.id); bar.setAttribute("data-key", c.key);
     if (c.order !== undefined) bar.setAttribute("data-order", String(c.order));
     bar.setAttribute("data-class", c["class"]);
     if (wpx < 4) bar.classList.add("thin");  /* drawn over its neighbours, not under */
     bar.title = c.name + " · " + (CLASS_NAMES[c["class"]] || c["class"]) + " · " + ms(c.end - c.start);
-    if (selected === c.id) bar.classList.add("sel");
+    if (selected === c.key) bar.classList.add("sel");
     if (c.approval) {  /* when the user was asked, and what they said */
       var mark = el("div", "approval " + (c.approval.approved ? "yes" : "no"));
       mark.style.left = (x(c.approval.asked) - 5) + "px";
@@ -201,7 +207,7 @@ function drawRow(r, t0, t1, drawn) {
         "refused") + " after " + ms(c.approval.answered - c.approval.asked);
       mark.setAttribute("data-approval", c.id); div.appendChild(mark);
     }
-    div.appendChild(bar); drawn[c.id] = c;
+    div.appendChild(bar); drawn.set(c.key, c);
   }
   body.appendChild(div);
 }
@@ -226,7 +232,7 @@ function block(parent, title, clip, missing) {
   }
 }
 function show(c) {
-  selected = c.id;
+  selected = c.key;
   var box = document.getElementById("details"); box.textContent = "";
   box.appendChild(el("h2", "", c.request ? "model request" : c.prog ? "program " + c.prog.id : c.name));
   var dl = el("dl");
@@ -271,8 +277,9 @@ function setZoom(z) {
   draw();
 }
 body.addEventListener("click", function (event) {  /* one listener for every bar */
-  var bar = event.target.closest(".bar[data-id]");
-  if (bar && where[bar.getAttribute("data-id")]) show(where[bar.getAttribute("data-id")].call);
+  var bar = event.target.closest(".bar[data-key]");
+  var place = bar ? where.get(bar.getAttribute("data-key")) : undefined;
+  if (place) show(place.call);
 });
 document.getElementById("zoom-in").addEventListener("click", function () { setZoom(zoom * 2); });
 document.getElementById("zoom-out").addEventListener("click", function () { setZoom(zoom / 2); });
