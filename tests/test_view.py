@@ -391,3 +391,22 @@ async def test_sub_agents_are_drawn_as_their_own_groups(probe: Probe) -> None:
     exported = trace(sessions)["traceEvents"]
     agents = [e["name"] for e in exported if e["ph"] == "B" and e["cat"] == "agent"]
     assert agents == ["agent root/researcher.1", "agent root/writer.2"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"path": "x.txt"},
+        {"n": 1, "x": 2.5, "none": None, "ok": True, "é": 'ü"\\\n'},
+        {},
+        {"nested": [1, {"a": 2}]},
+        [1, "two"],
+        5,
+        {"big": 1e100, "zero": -0.0},
+    ],
+)
+def test_arguments_are_shown_as_json_indented_by_one(value: Any) -> None:
+    session = Session()
+    session.log_event("tool_call", {"id": "c1", "name": "t", "arguments": value})
+    [call] = drawn_calls(build(session))
+    assert call["arguments"]["text"] == json.dumps(value, ensure_ascii=False, indent=1)

@@ -416,3 +416,27 @@ def lines_run(session: Session) -> int:
 def test_laying_out_programs_approvals_and_slots_is_linear_in_the_log() -> None:
     small, large = lines_run(audit_log(60)), lines_run(audit_log(240))
     assert large < 5 * small, (small, large)  # four times the log: about four times the work
+
+
+def test_an_audit_log_of_two_runs_draws_each_runs_calls_and_waits_apart(tmp_path: Path) -> None:
+    """Two runs appended to one log (event numbers restart; ids, programs and lanes repeat):
+    every call is drawn, and a wait points to the call it waited for in its own run."""
+    runs = [asyncio.run(demo_run())[0].session for _ in range(2)]
+    log = tmp_path / "audit.jsonl"
+    log.write_text("".join(e.json_line() for run in runs for e in run.events), encoding="utf-8")
+    run = build(log)
+    calls = sorted(
+        (c for r in run["groups"][0]["rows"] for c in r["calls"]), key=lambda c: c["order"]
+    )
+    per_run = len([e for e in runs[0].events if e.type == "call_timing"])
+    assert len(calls) == 2 * per_run
+    first_keys = {c["key"] for c in calls[:per_run]}
+    by_key = {c["key"]: c for c in calls}
+    waits = [(c, c["waited_for"]) for c in calls if c["waited_for"]]
+    assert len(waits) == 2 * sum("waited_for" in e.data for e in runs[0].events)
+    for call, waited in waits:
+        assert (call["key"] in first_keys) == (waited["key"] in first_keys)  # its own run's
+        assert by_key[waited["key"]]["id"] == waited["id"]
+    assert [p["id"] for p in run["groups"][0]["programs"]] == ["c7", "c7"]
+    flows = [e for e in trace(log)["traceEvents"] if e["ph"] == "s"]
+    assert len(flows) == len(waits)

@@ -12,9 +12,15 @@ from toolnexus.view._page import page
 
 __all__ = ["embed_json", "render"]
 
-_SCRIPT_SAFE = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SCRIPT_SAFE = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
 )
+"""What is escaped, one ``str.replace`` each: ``str.translate`` with a mapping looks every
+character up in it, some thirty times slower on a large run."""
 
 
 def embed_json(value: Any) -> str:
@@ -30,7 +36,9 @@ def embed_json(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as exc:
         raise ViewError(f"the report cannot embed the run as JSON ({exc})") from None
-    return text.translate(_SCRIPT_SAFE)
+    for mark, escaped in _SCRIPT_SAFE:
+        text = text.replace(mark, escaped)
+    return text
 
 
 def render(session: RunSource | Mapping[str, RunSource]) -> str:

@@ -17,6 +17,7 @@ import heapq
 import json
 import os
 from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring
 from typing import Any, TypeGuard
 
 from toolnexus._json import json_problem, loads_strict
@@ -168,24 +169,31 @@ def _checked(event: Event, where: str, data_checked: bool = False) -> Event:
     return event
 
 
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_a_number)  # one, not one per line
+
+
 def _record(line: str) -> Any:
     """One line decoded strictly, nested as deeply as a saved session's line may be."""
     try:
-        record = json.loads(line, parse_constant=_not_a_number)
+        record = _DECODER.decode(line)
     except RecursionError:
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{exc.msg} at position {exc.pos}") from None
     except ValueError as exc:  # NaN/Infinity, or an integer past Python's digit limit
         raise ValueError(str(exc).splitlines()[0]) from None
-    problem = json_problem(record, "the line", max_depth=MAX_DEPTH + 1)
-    if problem:
-        raise ValueError(problem)
+    # What the decoder lets through: a lone surrogate (only written as an escape, in UTF-8
+    # text) and nesting past the limit (only with that many brackets). Most lines have
+    # neither, and need no walk.
+    if "\\u" in line or line.count("[") + line.count("{") > MAX_DEPTH + 1:
+        problem = json_problem(record, "the line", max_depth=MAX_DEPTH + 1)
+        if problem:
+            raise ValueError(problem)
     return record
-
-
-def _not_a_number(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def read_events(path: str | os.PathLike[str]) -> list[Event]:
@@ -274,9 +282,33 @@ def classify_call(mode: str | None, ok: bool, error: str | None) -> str:
     return "unknown"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _scalar_text(value: str | float | bool | None) -> str:
+    """A plain JSON scalar's text, as ``json.dumps(value, ensure_ascii=False)`` writes it."""
+    if type(value) is str:
+        return encode_basestring(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    return repr(value)  # an int, or a finite float (the data is checked)
+
+
+def _as_text(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, indent=1)``; for an object of plain values (a
+    call's arguments, mostly) written here from the C encoder's text of each value, since the
+    ``indent`` encoder is pure Python and was most of the cost of a large log."""
+    if type(value) is dict and value and all(type(v) in _SCALARS for v in value.values()):
+        items = (f" {_scalar_text(k)}: {_scalar_text(v)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + "\n}"
+    return json.dumps(value, ensure_ascii=False, indent=1)
+
+
 def _clip(value: Any) -> dict[str, Any]:
     """A value as text for the report, cut to `MAX_TEXT` characters (how much is said)."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    text = value if isinstance(value, str) else _as_text(value)
     if len(text) > MAX_TEXT:
         return {"text": text[:MAX_TEXT], "cut": len(text) - MAX_TEXT}
     return {"text": text, "cut": 0}
