@@ -410,3 +410,26 @@ def test_arguments_are_shown_as_json_indented_by_one(value: Any) -> None:
     session.log_event("tool_call", {"id": "c1", "name": "t", "arguments": value})
     [call] = drawn_calls(build(session))
     assert call["arguments"]["text"] == json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def test_a_program_logged_before_its_run_code_call_is_its_band_not_a_call() -> None:
+    """A program's code_run may come before any event of the call that ran it (a hosted
+    program, an audit log): the call answered with its output is still its owner, drawn as the
+    band and not counted beside the sub-calls."""
+    at = 1.7e9
+    session = Session()
+    session.log_event("code_run", {"id": "p1", "language": "python", "description": "fan"})
+    for n in (1, 2):
+        session.log_event("call_timing", {"id": f"p1:code:{n}", "name": "read", "lane": 2,
+                          "seq": n, "mode": "parallel", "admitted": at, "started": at,
+                          "finished": at + 1.0, "ok": True, "program": "p1"})  # fmt: skip
+    session.log_event("call_timing", {"id": "p1", "name": "run_code", "lane": 1, "seq": 1,
+                      "mode": "exclusive", "admitted": at, "started": at,
+                      "finished": at + 1.5, "ok": True})  # fmt: skip
+    session.append("tool_result", {"tool_call_id": "p1", "name": "run_code", "content": "{}"})
+    run = build(session)
+    [program] = run["groups"][0]["programs"]
+    owner = next(c for c in drawn_calls(run) if c["id"] == "p1")
+    assert program["owner"] == owner["key"] and program["calls"] == 2
+    assert run["summary"]["sum_ms"] == 2000.0  # the two sub-calls, not the program's call
+    assert run["summary"]["peak"] == 2

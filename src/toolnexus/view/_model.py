@@ -493,7 +493,8 @@ class _Group:
             call["error"] = str(content)
         program = self.program_of.get(call_id)
         if call["program"] is None and program is not None and program["owner"] in (None, call):
-            program["owner"] = call
+            program["owner"] = call  # the run_code call answered with this program's output
+            call["owns"] = program["key"]
             self._program_output(program, content)
         if not call["timed"]:
             call["class"] = classify_call(call["mode"], not is_error, call["error"])
