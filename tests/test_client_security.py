@@ -13,6 +13,12 @@ from typing import Any
 import pytest
 
 from fake_provider import FakeProvider, Turn, Verbatim
+from frontier_endpoint import FrontierEndpoint, start
+from frontier_endpoint import Step as FrontierStep
+from frontier_endpoint import client_for as frontier_client
+from frontier_endpoint import run as frontier_run
+from responses_endpoint import Endpoint as ResponsesEndpoint
+from responses_endpoint import Step as ResponsesStep
 from test_client import client_for, run, tool_results
 from toolnexus import Session, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.errors import ConfigurationError, ProviderError
@@ -511,3 +517,161 @@ async def test_a_call_without_an_id_is_not_run_and_the_run_says_so(
     assert partial.tool_calls[0].output == "first"
     assert "was not run" in partial.tool_calls[1].output
     assert len(provider.requests) == 1  # nothing was sent back with an empty id
+
+# -- nothing runs unrecorded: calls started by a stream whose turn is then dropped ----------
+
+writes: list[str] = []
+
+
+@tool
+async def write_note(text: str) -> str:
+    """Write a note (a side effect)."""
+    writes.append(text)
+    return f"wrote {text}"
+
+
+@tool
+async def slow_write(text: str) -> str:
+    """Write a note, slowly."""
+    await asyncio.sleep(30)
+    writes.append(text)
+    return "never"
+
+
+def _frontier_stop(stop: str) -> tuple[str, list[FrontierStep]]:
+    """A frontier profile, and a turn that calls ``write_note`` then ends with ``stop``."""
+    anthropic = stop in ("refusal", "model_context_window_exceeded", "brand_new_reason")
+    profile = "anthropic-thinking" if anthropic else "deepseek"
+    return profile, [FrontierStep(calls=[("write_note", {"text": "a"})], stop=stop)]
+
+
+DROPPING_STOPS = {
+    # stop reason: the run's status, or None for a ProviderError
+    "refusal": "refused",
+    "model_context_window_exceeded": "incomplete",
+    "brand_new_reason": None,
+    "content_filter": "refused",  # Chat Completions
+    "error": None,  # OpenRouter's finish reason on Chat Completions
+}
+
+
+async def _outcome(client: Any, **kwargs: Any) -> tuple[Any, ProviderError | None]:
+    """The streamed run's result, or the ProviderError's partial run."""
+    try:
+        return await frontier_run(client, "Note it.", stream=True, **kwargs), None
+    except ProviderError as exc:
+        error, partial = exc, exc.partial
+    assert partial is not None
+    return partial, error
+
+
+def _outside(session: Session) -> list[dict[str, Any]]:
+    return [e.data for e in session.events if e.type == "call_outside_transcript"]
+
+
+@pytest.mark.parametrize("stop", sorted(DROPPING_STOPS))
+async def test_a_call_started_by_a_stream_whose_turn_is_dropped_is_recorded(
+    endpoints: list[FrontierEndpoint], stop: str, tmp_path: Path
+) -> None:
+    """The call starts as its block closes; the turn then ends refused, past the context
+    window or with a stop reason toolnexus does not know: the write happened, so the result,
+    the error's partial run and the session all say so."""
+    profile, steps = _frontier_stop(stop)
+    server = start(endpoints, profile)
+    server.script(*steps)
+    writes.clear()
+    session = Session()
+    result, error = await _outcome(frontier_client(server), tools=[write_note], session=session)
+    assert writes == ["a"]  # it ran
+    assert (error is None) == (DROPPING_STOPS[stop] is not None)
+    assert result.status == (DROPPING_STOPS[stop] or "error")
+    [record] = result.tool_calls
+    assert (record.name, record.arguments, record.output) == (
+        "write_note",
+        {"text": "a"},
+        "wrote a",
+    )
+    assert not record.is_error
+    [logged] = _outside(session)
+    assert logged["name"] == "write_note" and logged["content"] == "wrote a"
+    assert logged["tool_call_id"] == record.id and logged["turn"] == 1 and logged["why"]
+    # the turn is not in the transcript, and neither is a result without its call
+    assert not any(m.get("role") == "tool" for m in session.messages())
+    session.save(tmp_path / "s.jsonl")
+    assert _outside(Session.load(tmp_path / "s.jsonl")) == [logged]
+
+
+@pytest.mark.parametrize("stop", ["refusal", "brand_new_reason"])
+async def test_a_call_still_running_when_its_turn_is_dropped_is_stopped_and_recorded(
+    endpoints: list[FrontierEndpoint], stop: str
+) -> None:
+    server = start(endpoints, "anthropic-thinking")
+    server.script(FrontierStep(calls=[("slow_write", {"text": "b"})], stop=stop))
+    writes.clear()
+    session = Session()
+    result, _ = await _outcome(frontier_client(server), tools=[slow_write], session=session)
+    [record] = result.tool_calls
+    assert record.is_error and "its turn was dropped before the call finished" in record.output
+    assert stop in record.output
+    assert writes == []  # stopped, not left running
+    assert [d["is_error"] for d in _outside(session)] == [True]
+
+
+RESPONSES_DROPS = {
+    "refusal": ResponsesStep(calls=[("write_note", {"text": "c"})], refusal="I can't."),
+    "incomplete (content_filter)": ResponsesStep(
+        calls=[("write_note", {"text": "c"})], incomplete="content_filter"
+    ),
+    "failed": ResponsesStep(calls=[("write_note", {"text": "c"})], failed="the model crashed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESPONSES_DROPS))
+async def test_a_responses_call_started_before_its_turn_is_dropped_is_recorded(
+    case: str,
+) -> None:
+    server = ResponsesEndpoint().start()
+    try:
+        server.script(RESPONSES_DROPS[case])
+        client = create_client(
+            style="responses",
+            base_url=server.url + "/v1",
+            model="gpt-test",
+            api_key="none",
+            code_mode="native",
+            retries=0,
+        )
+        writes.clear()
+        session = Session()
+        result, error = await _outcome(client, tools=[write_note], session=session)
+    finally:
+        server.stop()
+    assert writes == ["c"]
+    assert (error is not None) == (case == "failed")
+    assert [r.output for r in result.tool_calls] == ["wrote c"]
+    assert [d["content"] for d in _outside(session)] == ["wrote c"]
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_calls_started_by_a_stream_that_is_then_cut_off_are_recorded(
+    provider: FakeProvider, style: str
+) -> None:
+    """The stream stops without a stop reason after its first calls started: a ProviderError
+    whose partial run holds every call that started."""
+    provider.script(
+        Turn(
+            calls=[("c1", "write_note", {"text": "d"}), ("c2", "write_note", {"text": "e"})],
+            cut=True,
+        )
+    )
+    writes.clear()
+    session = Session()
+    with pytest.raises(ProviderError, match="cut off") as caught:
+        await run(
+            client_for(provider, style), "go", tools=[write_note], stream=True, session=session
+        )
+    partial = caught.value.partial
+    assert partial is not None and partial.status == "error"
+    started = [r.arguments["text"] for r in partial.tool_calls]
+    assert started and started == writes  # every call that ran, and only those
+    assert [d["arguments"]["text"] for d in _outside(session)] == started

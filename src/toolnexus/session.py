@@ -57,6 +57,7 @@ BOOKKEEPING_TYPES = frozenset(
         "approval",
         "call_refused",
         "call_resources",
+        "call_outside_transcript",
         "call_timing",
         "code_run",
         "fallback",

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolnexus._json import encodable_text, json_problem
+from toolnexus._json import encodable_data, encodable_text, json_problem
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -74,6 +74,11 @@ __all__ = [
 ]
 
 CANCELLED = "the run was cancelled before this call finished"
+DROPPED = (
+    "its turn was dropped before the call finished ({why}): the call was stopped, and the "
+    "model is not told of it"
+)
+"""The outcome of a started call whose turn never enters the transcript (see `_Run.dropped`)."""
 DEFAULT_RETRIES = 1
 """How often the model may try again a tool whose ``retries`` is ``None``."""
 
@@ -290,6 +295,37 @@ class _Run:
                 "text": reply.text,
             },
         )
+
+    def dropped(
+        self, turn: int, calls: list[ToolCall], known: list[Outcome | None], why: str
+    ) -> list[ToolCallRecord]:
+        """Record the calls of a turn that never enters the transcript (refused, past the
+        context window, failed or cut off after its first calls had started streaming).
+
+        Each call may have run (a write may have happened), so each is kept: in the run's
+        records (``RunResult.tool_calls``, ``ProviderError.partial``), with its real outcome
+        when it had finished and `DROPPED` otherwise, and in the session as a
+        ``call_outside_transcript`` bookkeeping event (which no message is made of: the
+        transcript holds no turn for it to answer).
+        """
+        records = []
+        for call, outcome in zip(calls, known, strict=True):
+            if outcome is None or outcome is PENDING:
+                outcome = Outcome.failure(call.name, DROPPED.format(why=why))
+            record = self.record(call, outcome)
+            records.append(record)
+            data = {
+                "turn": turn,
+                "tool_call_id": call.id,
+                "name": call.name,
+                "arguments": record.arguments,
+                "content": record.output,
+                "is_error": record.is_error,
+                "why": why,
+            }
+            # built from a snapshot and text: JSON-shaped, with any lone surrogate mended
+            self.session._append_json("call_outside_transcript", encodable_data(data))
+        return records
 
     def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
         self.messages.extend(self.config.style.results(calls, outcomes))
@@ -625,16 +661,31 @@ async def _turn(
         responding.add_done_callback(lambda _: events.put_nowait(None))
     answered: list[Outcome] = []
     reply: AssistantTurn | None = None
+    number = run.turns + 1
+    why: str | None = None  # why the turn failed, when it did
+    settled = False  # whether the calls of a dropped turn are recorded already
     try:
-        if responding is None:
-            reply = await respond()  # already recorded by run.answered (on_complete)
-        else:
-            while (event := await events.get()) is not None:
-                yield event
-            reply = responding.result()  # already recorded by run.answered (on_complete)
+        try:
+            if responding is None:
+                reply = await respond()  # already recorded by run.answered (on_complete)
+            else:
+                while (event := await events.get()) is not None:
+                    yield event
+                reply = responding.result()  # already recorded by run.answered (on_complete)
+        except ProviderError as exc:
+            why = exc.message
+            raise
         if watched:
             yield UsageEvent(reply.usage)
-        if reply.ending not in ("answered", "paused"):  # not in the transcript: runs nothing
+        if reply.ending not in ("answered", "paused"):  # not in the transcript
+            if batch.calls:  # started while it streamed: stopped now, and each one recorded
+                await lane.stop()
+                known = await batch.finished()
+                batch.cancel()
+                settled = True
+                for record in run.dropped(number, list(batch.calls), known, _dropped_why(reply)):
+                    if watched:
+                        yield ToolResultEvent(record)
             yield reply
             return
         first_record = len(run.records)
@@ -664,10 +715,16 @@ async def _turn(
             and run.waiting is None
             and len(answered) < len(reply.calls)
         )
+        # a turn that never enters the transcript, whose calls had started while it streamed
+        dropped = (
+            not settled
+            and bool(batch.calls)
+            and (reply is None or reply.ending not in ("answered", "paused"))
+        )
         if responding is not None and not responding.done():
             responding.cancel()
         await lane.stop()  # what finished is delivered, in order; what still ran is abandoned
-        known = await batch.finished() if cut_short else []
+        known = await batch.finished() if cut_short or dropped else []
         batch.cancel()
         if cut_short and reply is not None:
             # every call the transcript holds still gets a result, the real one where the
@@ -677,6 +734,20 @@ async def _turn(
                 name = reply.calls[index].name
                 answered.append(result or Outcome.failure(name, CANCELLED))
             run.results(reply.calls, answered)
+        elif dropped:
+            reason = why or (_dropped_why(reply) if reply is not None else _CUT_SHORT)
+            run.dropped(number, list(batch.calls), known, reason)
+
+
+_CUT_SHORT = "the run was cancelled while the response was streaming"
+
+
+def _dropped_why(reply: AssistantTurn) -> str:
+    """Why a received turn is left out of the transcript, in words (see `provider_stop`)."""
+    reason = reply.stop_reason or reply.ending
+    if reply.ending == "refused":
+        return f"the provider refused the turn ({reason})"
+    return f"the conversation no longer fits the model's context window ({reason})"
 
 
 def _refuse_calls_without_an_id(reply: AssistantTurn, style: Style) -> None:
