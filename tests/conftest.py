@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from fake_provider import FakeProvider
 from frontier_endpoint import FrontierEndpoint
 from helpers import Probe, RuntimeFactory
+from raw_endpoint import RawEndpoint
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
 
@@ -174,3 +175,11 @@ def endpoints() -> Iterator[list[FrontierEndpoint]]:
     yield made
     for endpoint in made:
         endpoint.stop()
+
+
+@pytest.fixture
+def raw() -> Iterator[RawEndpoint]:
+    """An endpoint answering scripted raw bodies (see ``raw_endpoint.RawEndpoint``)."""
+    endpoint = RawEndpoint()
+    yield endpoint
+    endpoint.stop()

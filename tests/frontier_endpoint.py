@@ -9,8 +9,9 @@ server's status, error text and body shape:
   every response carries ``thinking`` blocks (and a ``redacted_thinking`` one) signed with an
   HMAC over (the thinking text, the model, hashes of the canonical JSON of everything before the
   block: ``system``, ``tools``, the earlier messages and the earlier blocks of its own message);
-  interleaved thinking before each ``tool_use``; streamed as ``thinking_delta`` pieces and one
-  ``signature_delta`` just before ``content_block_stop``. On every request, each replayed
+  interleaved thinking before each ``tool_use``; streamed as ``thinking_delta`` pieces (cut in
+  UTF-16 code units, so a piece may end halfway through an emoji, as on Chat Completions) and
+  one ``signature_delta`` just before ``content_block_stop``. On every request, each replayed
   thinking block is checked (missing signature, bad signature, prefix changed: "bound to a
   different conversation", naming what changed), and a final assistant message holding
   ``tool_use`` must start with a thinking block.
@@ -977,6 +978,18 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[n : n + size] for n in range(0, len(text), size)]
 
 
+def _units(text: str) -> str:
+    """``text`` as UTF-16 code units (each character past U+FFFF as its two surrogates): the
+    endpoints count streamed reasoning in these, so a piece may end halfway through an emoji,
+    and each piece's JSON then holds a lone surrogate (``"\\ud83d"``), as real servers send."""
+    return "".join(
+        c
+        if ord(c) < 0x10000
+        else chr(0xD800 + ((ord(c) - 0x10000) >> 10)) + chr(0xDC00 + ((ord(c) - 0x10000) & 0x3FF))
+        for c in text
+    )
+
+
 def anthropic_events(message: dict[str, Any]) -> list[str]:
     """The Messages SSE stream of ``message``: usage (cache figures included) in
     ``message_start``, thinking as ``thinking_delta`` pieces and one ``signature_delta`` just
@@ -1009,7 +1022,7 @@ def anthropic_events(message: dict[str, Any]) -> list[str]:
             )
         )
         if kind == "thinking":
-            for piece in _pieces(block["thinking"], 9):
+            for piece in _pieces(_units(block["thinking"]), 9):
                 events.append(delta(index, {"type": "thinking_delta", "thinking": piece}))
             events.append(
                 delta(index, {"type": "signature_delta", "signature": block["signature"]})
@@ -1060,10 +1073,10 @@ def openai_events(completion: dict[str, Any], profile: str) -> list[str]:
     events = [chunk({"role": "assistant", "content": ""})]
     for key in ("reasoning_content", "reasoning"):
         if key in message and profile != "openrouter-reasoning":
-            events += [chunk({key: piece}) for piece in _pieces(message[key], 6)]
+            events += [chunk({key: piece}) for piece in _pieces(_units(message[key]), 6)]
     for detail in message.get("reasoning_details", []):
         if detail["type"] == "reasoning.text":
-            pieces = _pieces(detail["text"], 6) or [""]
+            pieces = _pieces(_units(detail["text"]), 6) or [""]
             for n, piece in enumerate(pieces):
                 fragment = {"type": "reasoning.text", "text": piece}
                 fragment.update(format=detail["format"], index=detail["index"])

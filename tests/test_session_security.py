@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from frontier_endpoint import FrontierEndpoint, Step, client_for, lookup, run, start, unmarked
+from raw_endpoint import RawEndpoint, as_json
 from toolnexus import Session
 from toolnexus.errors import SessionError
 from toolnexus.session import MAX_DEPTH
@@ -209,3 +211,157 @@ def test_a_run_s_own_records_of_hostile_text_save_and_load(tmp_path: Path) -> No
         "tool",
         "assistant",
     ]
+
+
+# -- reasoning state is saved whole, whatever its text or depth ------------------------------
+
+SPLIT_EMOJI = "x" + "😀" * 20 + " then I call lookup."
+"""Reasoning that the endpoints stream in UTF-16 pieces: some piece ends halfway through an
+emoji, so the streamed text holds surrogates that no UTF-8 encoder writes as they are."""
+
+
+def _signed(issued: Any, style: str) -> Any:
+    """The opaque state of an issued turn that must come back verbatim."""
+    if style == "anthropic":
+        return [b for b in issued if b["type"] in ("thinking", "redacted_thinking")]
+    return {k: v for k, v in issued.items() if k.startswith("reasoning")}
+
+
+def _sent_back(request: dict[str, Any], style: str) -> list[Any]:
+    return [
+        _signed(unmarked(m["content"]) if style == "anthropic" else m, style)
+        for m in request["messages"]
+        if m.get("role") == "assistant"
+    ]
+
+
+@pytest.mark.parametrize("profile", ["anthropic-thinking", "openrouter-reasoning", "deepseek"])
+async def test_reasoning_with_a_split_emoji_is_saved_loaded_and_sent_back_verbatim(
+    endpoints: list[FrontierEndpoint], profile: str, tmp_path: Path
+) -> None:
+    server = start(endpoints, profile)
+    server.script(
+        Step(calls=[("lookup", {"city": "Oslo"})], thinking=SPLIT_EMOJI),
+        Step(text="Sunny.", thinking=SPLIT_EMOJI),
+        Step(text="Still sunny."),
+    )
+    client = client_for(server)
+    session = Session()
+    first = await run(client, "Weather?", stream=True, tools=[lookup], session=session)
+    assert first.status == "done" and server.rejected == []
+    kept = [e.data.get("provider") for e in session.events if e.type == "assistant_message"]
+    assert all(kept) and len(kept) == 2  # neither turn's own message was dropped
+    session.save(tmp_path / "s.jsonl")
+    loaded = Session.load(tmp_path / "s.jsonl")
+    again = await run(client, "And now?", stream=True, tools=[lookup], session=loaded)
+    assert again.status == "done" and again.text == "Still sunny."
+    assert server.rejected == []  # every signature and reasoning field checked out
+    issued = [_signed(turn, server.style) for turn in server.issued[:2]]
+    assert _sent_back(server.requests[-1], server.style) == issued
+    assert "😀" * 20 in json.dumps(server.requests[-1], ensure_ascii=False)
+
+
+def _deep_value(levels: int) -> Any:
+    value: Any = {"leaf": True}
+    for _ in range(levels - 1):
+        value = {"next": value}
+    return value
+
+
+DEEP_STATE = _deep_value(90)  # past the 64 levels taken in tool arguments; within a saved line
+
+
+def _deep_turns(style: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A turn carrying signed thinking beside deep provider state and a call, then two answers."""
+    usage = {"input_tokens": 3, "output_tokens": 2}
+    if style == "anthropic":
+
+        def message(content: list[Any], stop: str) -> dict[str, Any]:
+            return {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": content,
+                "stop_reason": stop,
+                "usage": usage,
+            }
+
+        first = message(
+            [
+                {"type": "thinking", "thinking": "Look it up. 😀", "signature": "U2lnbmVkLTE="},
+                {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "web_search",
+                    "input": {"query": DEEP_STATE},
+                },
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Oslo"}},
+            ],
+            "tool_use",
+        )
+        return (
+            first,
+            message([{"type": "text", "text": "Sunny."}], "end_turn"),
+            message([{"type": "text", "text": "Still."}], "end_turn"),
+        )
+
+    def response(output: list[Any]) -> dict[str, Any]:
+        return {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "model": "m",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+
+    def said(text: str) -> dict[str, Any]:
+        part = {"type": "output_text", "text": text, "annotations": []}
+        return {"type": "message", "id": "msg_1", "role": "assistant", "content": [part]}
+
+    first = response(
+        [
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [],
+                "encrypted_content": "ZW5jcnlwdGVk",
+                "trace": DEEP_STATE,
+            },
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "lookup",
+                "arguments": '{"city": "Oslo"}',
+            },
+        ]
+    )
+    return first, response([said("Sunny.")]), response([said("Still.")])
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses"])
+async def test_deep_provider_state_is_saved_with_its_turn_and_sent_back_verbatim(
+    raw: RawEndpoint, style: str, tmp_path: Path
+) -> None:
+    first, second, third = _deep_turns(style)
+    raw.answer(as_json(first), as_json(second), as_json(third))
+    client = raw.client(style)
+    session = Session()
+    result = await client.run("Weather?", tools=[lookup], session=session)
+    assert result.status == "done" and result.text == "Sunny."
+    session.save(tmp_path / "s.jsonl")
+    again = await client.run("And now?", tools=[lookup], session=Session.load(tmp_path / "s.jsonl"))
+    assert again.text == "Still."
+    sent = raw.requests[-1]
+    if style == "anthropic":
+        [turn, _] = [m for m in sent["messages"] if m["role"] == "assistant"]
+        assert unmarked(turn["content"]) == first["content"]  # signature and depth intact
+    else:
+        assert [i for i in sent["input"] if i.get("type") in ("reasoning", "function_call")] == [
+            {k: v for k, v in item.items() if k != "status"} for item in first["output"]
+        ]

@@ -53,7 +53,7 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
-from toolnexus.session import Session
+from toolnexus.session import MAX_DEPTH, Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
 from toolnexus.tools._outcome import (
@@ -73,6 +73,10 @@ __all__ = [
     "provider_stop",
 ]
 
+PROVIDER_DEPTH = MAX_DEPTH - 2
+"""How deep a provider's own message may nest to be saved with its ``assistant_message``: the
+event's data is one level, ``provider`` another, and a saved line holds `MAX_DEPTH` levels of
+data."""
 CANCELLED = "the run was cancelled before this call finished"
 DROPPED = (
     "its turn was dropped before the call finished ({why}): the call was stopped, and the "
@@ -377,10 +381,19 @@ def assistant_message(
 ) -> dict[str, Any]:
     """The data of a session's ``assistant_message`` event: the neutral text and calls, and
     the provider's own message as it goes back on the wire (a copy of its own), when there is
-    one and it can be saved."""
+    one and it can be saved.
+
+    The provider's message is kept whenever a saved log can hold it: its text as it was sent
+    (a lone surrogate, half of an emoji a stream split in two, becomes what the request carried:
+    the emoji again, or U+FFFD), nested as deep as the event's place in a saved line allows
+    (`PROVIDER_DEPTH`, not the limit for tool arguments). Dropping it would drop signed
+    thinking with it, and the next request carrying the conversation on would be refused.
+    """
     data: dict[str, Any] = {"content": text, "tool_calls": calls}
-    if recorded is not None and json_problem(recorded) is None:
-        data["provider"] = {"style": family, "message": json.loads(json.dumps(recorded))}
+    if recorded is not None:
+        sent = encodable_data(recorded)  # what every request carries (Style.sendable)
+        if json_problem(sent, max_depth=PROVIDER_DEPTH) is None:
+            data["provider"] = {"style": family, "message": json.loads(json.dumps(sent))}
     return data
 
 
