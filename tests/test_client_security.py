@@ -17,6 +17,7 @@ from frontier_endpoint import FrontierEndpoint, start
 from frontier_endpoint import Step as FrontierStep
 from frontier_endpoint import client_for as frontier_client
 from frontier_endpoint import run as frontier_run
+from raw_endpoint import RawEndpoint, as_sse
 from responses_endpoint import Endpoint as ResponsesEndpoint
 from responses_endpoint import Step as ResponsesStep
 from test_client import client_for, run, tool_results
@@ -675,3 +676,141 @@ async def test_calls_started_by_a_stream_that_is_then_cut_off_are_recorded(
     started = [r.arguments["text"] for r in partial.tool_calls]
     assert started and started == writes  # every call that ran, and only those
     assert [d["arguments"]["text"] for d in _outside(session)] == started
+
+
+# -- Responses streams: what streamed whole is kept; events of the wrong shape are errors -------
+
+
+def _response(output: list[Any], status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": "m",
+        "status": status,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+
+
+STREAMED_ITEMS = [
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "c2VjcmV0"},
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "write_note",
+        "arguments": '{"text": "f"}',
+        "status": "completed",
+    },
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Noting it.", "annotations": []}],
+    },
+]
+
+
+def _responses_stream(items: list[dict[str, Any]], final: Any) -> tuple[str, str]:
+    """A Responses event stream: each item added and done (a call's arguments done between),
+    then ``final`` as the ``response.completed`` event's response."""
+    events: list[Any] = [{"type": "response.created", "response": _response([], "in_progress")}]
+    for index, item in enumerate(items):
+        added = {**item, "arguments": ""} if item["type"] == "function_call" else item
+        events.append({"type": "response.output_item.added", "output_index": index, "item": added})
+        if item["type"] == "function_call":
+            events.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "output_index": index,
+                    "item_id": item["id"],
+                    "arguments": item["arguments"],
+                }
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": final})
+    return as_sse(*events)
+
+
+def _said(text: str) -> dict[str, Any]:
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "message", "id": "msg_2", "role": "assistant", "content": [part]}
+
+
+@pytest.mark.parametrize("output", ["empty", "missing some"])
+async def test_responses_items_that_streamed_whole_stay_when_the_final_output_is_empty(
+    raw: RawEndpoint, output: str
+) -> None:
+    final_output = [] if output == "empty" else STREAMED_ITEMS[:1]
+    raw.answer(
+        _responses_stream(STREAMED_ITEMS, _response(final_output)),
+        _responses_stream([_said("Noted.")], _response([_said("Noted.")])),
+    )
+    writes.clear()
+    result = await run(raw.client("responses"), "Note f.", tools=[write_note], stream=True)
+    assert result.status == "done" and result.text == "Noted." and writes == ["f"]
+    second = raw.requests[1]["input"]
+    kinds = [(i.get("type"), i.get("id") or i.get("call_id")) for i in second]
+    assert kinds[1:] == [
+        ("reasoning", "rs_1"),
+        ("function_call", "fc_1"),
+        ("message", "msg_1"),
+        ("function_call_output", "call_1"),  # answered, and its call is there to be answered
+    ]
+    assert second[1:4] == STREAMED_ITEMS
+
+
+BAD_RESPONSES_EVENTS = {
+    "output_item.done with a null item": {
+        "type": "response.output_item.done",
+        "output_index": 0,
+        "item": None,
+    },
+    "output_item.done without its item": {"type": "response.output_item.done", "output_index": 0},
+    "output_item.added with a null item": {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": None,
+    },
+    "output_item.done with an item that is a list": {
+        "type": "response.output_item.done",
+        "output_index": 0,
+        "item": [1],
+    },
+    "output_item.done without its position": {
+        "type": "response.output_item.done",
+        "item": STREAMED_ITEMS[2],
+    },
+    "an event that is a list": "[1, 2]",
+    "an event that is null": "null",
+    "an event without a type": "{}",
+    "response.completed without its response": {"type": "response.completed"},
+    "response.completed whose output is a string": {
+        "type": "response.completed",
+        "response": {**_response([]), "output": "x"},
+    },
+    "response.completed whose output holds null": {
+        "type": "response.completed",
+        "response": _response([None]),  # type: ignore[list-item]
+    },
+    "response.completed without output, after nothing": {
+        "type": "response.completed",
+        "response": {k: v for k, v in _response([]).items() if k != "output"},
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RESPONSES_EVENTS))
+async def test_a_responses_event_of_the_wrong_shape_is_a_provider_error(
+    raw: RawEndpoint, case: str
+) -> None:
+    created = {"type": "response.created", "response": _response([], "in_progress")}
+    raw.answer(as_sse(created, BAD_RESPONSES_EVENTS[case]))
+    with pytest.raises(ProviderError) as caught:
+        await run(raw.client("responses"), "go", tools=[echo], stream=True)
+    assert raw.url("responses") in caught.value.message
+    assert "cannot read" in caught.value.message

@@ -24,7 +24,9 @@ from toolnexus.errors import ProviderError
 __all__ = [
     "RETRYABLE_STATUSES",
     "EmptyStream",
+    "described",
     "lost_connection",
+    "malformed",
     "provider_error",
     "retry_delay",
     "retryable",
@@ -158,3 +160,33 @@ def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
     return ProviderError(
         200, f"the model at {base_url} sent a response that cannot be used: {cause}"
     )
+
+
+def malformed(base_url: str, what: str) -> ProviderError:
+    """The error for an answer (or one event of it) that is not of the shape its API defines:
+    ``what`` says which part and what came instead."""
+    return ProviderError(
+        200,
+        f"the model at {base_url} answered with a body toolnexus cannot read: {what} (the "
+        "server is not speaking this style's API, or failed without saying so; check the "
+        "base_url, the style and the server's logs)",
+    )
+
+
+def described(value: Any) -> str:
+    """What a decoded JSON value (or an SDK object made of one) is, in a few words: for a
+    message saying what came where something else was expected."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        head = value.lstrip()[:6]
+        if head.startswith(("data:", "event:")):
+            return "an event stream (SSE), though the request did not ask to stream"
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "an object"

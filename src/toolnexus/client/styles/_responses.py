@@ -35,7 +35,7 @@ from toolnexus.client.styles._base import (
     Style,
     Usage,
 )
-from toolnexus.client.styles._errors import EmptyStream, undecodable_body
+from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
 from toolnexus.client.styles._openai import FAILURE_MARK
 from toolnexus.client.styles._sdk import post_response
 from toolnexus.errors import ProviderError
@@ -143,19 +143,44 @@ class ResponsesStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        """One whole response.
+
+        Raises:
+            ProviderError: the body is not a response (a list, a string, ``null``, an event
+                stream, an error object, an object without ``output``) or its output is not
+                a list of items.
+        """
         response = await post_response(sdk, params, stream=False)
-        try:
-            items = [_as_sent(item) for item in response.output or []]
-        except (ValueError, RecursionError) as exc:  # an item nested past what can be read
-            raise undecodable_body(self.base_url, exc) from None
-        return self._finished(response, items, None, params)
+        if not hasattr(response, "model_dump"):
+            raise malformed(self.base_url, f"the body is {_what(response)}, not a response")
+        output = getattr(response, "output", None)
+        if output is None:
+            error = getattr(response, "error", None)
+            said = getattr(error, "message", None) if error is not None else None
+            if isinstance(said, str) and said:
+                raise ProviderError(
+                    200, f"the model at {self.base_url} answered 200 with an error: {said}"
+                )
+            raise malformed(self.base_url, "the response has no output (no list of items)")
+        return self._finished(response, self._items(output, "the response"), None, params)
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
     ) -> AssistantTurn:
         """Stream the events; a call starts at ``response.function_call_arguments.done`` (or at
         its ``output_item.done`` when no argument events came), and each item is taken whole
-        from its ``response.output_item.done``."""
+        from its ``response.output_item.done``.
+
+        The transcript is every output position of the response, in order: the item that
+        streamed whole there, else the final response's, else (a call already started, which
+        the transcript must hold to be answered) the call as it streamed. A final response with
+        an empty ``output`` loses nothing that arrived.
+
+        Raises:
+            ProviderError: an event of the wrong shape (not an object with a ``type``, an
+                ``output_item`` event without its item or position), the stream cut off, or
+                the response failed.
+        """
         events = await post_response(sdk, params, stream=True)
         done: dict[int, dict[str, Any]] = {}
         started: dict[int, dict[str, Any]] = {}  # output index -> the call's item so far
@@ -173,20 +198,33 @@ class ResponsesStyle(Style):
 
         async for event in events:
             received += 1
-            kind = event.type
+            kind = getattr(event, "type", None)
+            if not isinstance(kind, str):
+                shape = "has no type" if hasattr(event, "model_dump") else f"is {_what(event)}"
+                raise malformed(self.base_url, f"a stream event {shape}")
             if kind == "response.output_text.delta":
-                await on_text(event.delta)
+                delta = getattr(event, "delta", None)
+                if isinstance(delta, str) and delta:
+                    await on_text(delta)
             elif kind == "response.output_item.added":
-                started[event.output_index] = _as_sent(event.item)
+                started[self._position(event)] = self._event_item(event)
             elif kind == "response.function_call_arguments.done":
-                item = {**started.get(event.output_index, {}), "arguments": event.arguments}
-                started[event.output_index] = item
-                await announce(event.output_index, item)
+                index = self._position(event)
+                arguments = getattr(event, "arguments", None)
+                item = {
+                    **started.get(index, {}),
+                    "arguments": arguments if isinstance(arguments, str) else "",
+                }
+                started[index] = item
+                await announce(index, item)
             elif kind == "response.output_item.done":
-                done[event.output_index] = _as_sent(event.item)
-                await announce(event.output_index, done[event.output_index])
+                index = self._position(event)
+                done[index] = self._event_item(event)
+                await announce(index, done[index])
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                final = event.response
+                final = getattr(event, "response", None)
+                if final is None or not hasattr(final, "model_dump"):
+                    raise malformed(self.base_url, f"{kind} carries {_what(final)}")
             elif kind == "error":
                 raise ProviderError(
                     None,
@@ -201,12 +239,62 @@ class ResponsesStyle(Style):
                 f"the model at {self.base_url} ended its stream without completing the "
                 "response: it was cut off (the server stopped or crashed mid-answer)",
             )
-        sent = [_as_sent(item) for item in final.output or []]
-        for index, item in enumerate(sent):  # whole items from output_item.done win
-            sent[index] = done.get(index, item)
+        output = getattr(final, "output", None)
+        if output is None and not done and not started:
+            raise malformed(self.base_url, "the response has no output (no list of items)")
+        whole = dict(enumerate(self._items(output, "the response")))
+        calls_so_far = {index: started[index] for index in announced if index in started}
+        positions = sorted({*whole, *done, *calls_so_far})
+        sent = [done.get(i) or whole.get(i) or calls_so_far[i] for i in positions]
         turn = self._finished(final, sent, calls, params)
         turn.streamed = True
         return turn
+
+    def _position(self, event: Any) -> int:
+        """An ``output_item`` event's ``output_index``, checked."""
+        index = getattr(event, "output_index", None)
+        if type(index) is not int or index < 0:
+            raise malformed(
+                self.base_url, f"a {event.type} event has the output_index {_what(index)}"
+            )
+        return index
+
+    def _event_item(self, event: Any) -> dict[str, Any]:
+        """An ``output_item`` event's item as sent, checked."""
+        item = getattr(event, "item", None)
+        if item is None or not hasattr(item, "model_dump"):
+            what = f"a {event.type} event carries {_what(item)} as its item"
+            raise malformed(self.base_url, what)
+        try:
+            sent = _as_sent(item)
+        except (ValueError, RecursionError) as exc:
+            raise undecodable_body(self.base_url, exc) from None
+        if not isinstance(sent.get("type"), str):
+            raise malformed(self.base_url, f"a {event.type} event carries an item without a type")
+        return sent
+
+    def _items(self, output: Any, where: str) -> list[dict[str, Any]]:
+        """A response's output items as sent; ``None`` (left out) is no items.
+
+        Raises:
+            ProviderError: ``output`` is not a list of items, each an object with a ``type``.
+        """
+        if output is None:
+            return []
+        if not isinstance(output, list):
+            raise malformed(self.base_url, f"the output of {where} is {_what(output)}")
+        items = []
+        for number, item in enumerate(output):
+            if not hasattr(item, "model_dump"):
+                raise malformed(self.base_url, f"output item {number} of {where} is {_what(item)}")
+            try:
+                sent = _as_sent(item)
+            except (ValueError, RecursionError) as exc:  # nested past what can be read
+                raise undecodable_body(self.base_url, exc) from None
+            if not isinstance(sent.get("type"), str):
+                raise malformed(self.base_url, f"output item {number} of {where} has no type")
+            items.append(sent)
+        return items
 
     def _finished(
         self,
@@ -266,6 +354,11 @@ class ResponsesStyle(Style):
         return items
 
 
+def _what(value: Any) -> str:
+    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
+    return "an object" if hasattr(value, "model_dump") else described(value)
+
+
 def _as_sent(model: Any) -> dict[str, Any]:
     """An output item as the server sent it: only the fields it set, by their wire names."""
     data: dict[str, Any] = model.model_dump(
@@ -307,7 +400,10 @@ def _text(items: list[dict[str, Any]]) -> tuple[str, str | None]:
     for item in items:
         if item.get("type") != "message":
             continue
-        for part in item.get("content") or []:
+        content = item.get("content")
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict):
+                continue
             if part.get("type") == "output_text":
                 text.append(str(part.get("text", "")))
             elif part.get("type") == "refusal":
