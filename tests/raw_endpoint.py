@@ -74,10 +74,13 @@ def as_json(value: Any) -> tuple[str, str]:
 
 def as_sse(*events: Any) -> tuple[str, str]:
     """An event stream: each event a JSON value (or text sent as it is), named by its
-    ``type`` when it has one (Anthropic's SDK reads only named events)."""
+    ``type`` when it has one (Anthropic's SDK reads only named events), or a ``(name, value)``
+    pair."""
     lines = []
     for event in events:
-        data = event if isinstance(event, str) else json.dumps(event)
         kind = event.get("type") if isinstance(event, dict) else None
+        if isinstance(event, tuple):  # (the event's name, its data)
+            kind, event = event
+        data = event if isinstance(event, str) else json.dumps(event)
         lines.append((f"event: {kind}\n" if isinstance(kind, str) else "") + f"data: {data}\n\n")
     return ("text/event-stream", "".join(lines))

@@ -17,7 +17,7 @@ from frontier_endpoint import FrontierEndpoint, start
 from frontier_endpoint import Step as FrontierStep
 from frontier_endpoint import client_for as frontier_client
 from frontier_endpoint import run as frontier_run
-from raw_endpoint import RawEndpoint, as_sse
+from raw_endpoint import RawEndpoint, as_json, as_sse
 from responses_endpoint import Endpoint as ResponsesEndpoint
 from responses_endpoint import Step as ResponsesStep
 from test_client import client_for, run, tool_results
@@ -814,3 +814,174 @@ async def test_a_responses_event_of_the_wrong_shape_is_a_provider_error(
         await run(raw.client("responses"), "go", tools=[echo], stream=True)
     assert raw.url("responses") in caught.value.message
     assert "cannot read" in caught.value.message
+
+
+# -- a 200 answer of the wrong shape is a ProviderError naming the endpoint -------------------
+
+SSE_BODIES = {
+    "anthropic": as_sse({"type": "message_start", "message": {"id": "m", "content": []}}),
+    "openai": as_sse({"choices": [{"index": 0, "delta": {"content": "hi"}}]}, "[DONE]"),
+    "responses": as_sse({"type": "response.created", "response": _response([], "in_progress")}),
+}
+WRONG_BODIES: dict[str, Any] = {
+    "a list": [1, 2],
+    "a string": "hello",
+    "null": None,
+    "an empty object": {},
+    "an Anthropic error object": {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded now"},
+    },
+    "an OpenAI error object": {"error": {"message": "Overloaded now", "type": "server_error"}},
+    "an event stream": "SSE",
+}
+WHOLE_STYLES = ["anthropic", "openai", "responses"]
+
+
+@pytest.mark.parametrize("style", WHOLE_STYLES)
+@pytest.mark.parametrize("case", sorted(WRONG_BODIES))
+async def test_a_whole_answer_of_the_wrong_shape_is_a_provider_error_naming_the_endpoint(
+    raw: RawEndpoint, style: str, case: str
+) -> None:
+    body = WRONG_BODIES[case]
+    raw.answer(SSE_BODIES[style] if body == "SSE" else as_json(json.dumps(body)))
+    with pytest.raises(ProviderError) as caught:
+        await run(raw.client(style), "go", tools=[echo], stream=False)
+    message = caught.value.message
+    assert raw.url(style) in message
+    if "error object" in case:
+        assert "answered 200 with an error: Overloaded now" in message
+    elif case == "an event stream":
+        assert "event stream (SSE)" in message
+    elif case != "an empty object" or style != "openai":  # {} is Chat's "without any choice"
+        assert "cannot read" in message
+
+
+WRONG_PARTS = {
+    "anthropic": {
+        "a block that is a number": {"content": [1]},
+        "a block that is null": {"content": [None]},
+        "a block without a type": {"content": [{}]},
+        "content that is a string": {"content": "hi"},
+        "a tool_use without its id": {"content": [{"type": "tool_use", "name": "echo"}]},
+    },
+    "openai": {
+        "a choice that is a number": {"choices": [1]},
+        "a choice without a message": {"choices": [{"index": 0, "finish_reason": "stop"}]},
+        "a message that is a string": {"choices": [{"index": 0, "message": "hi"}]},
+        "choices that are a string": {"choices": "x"},
+        "tool_calls that are a string": {
+            "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": "x"}}]
+        },
+    },
+    "responses": {
+        "an item that is a number": {"output": [1]},
+        "an item that is null": {"output": [None]},
+        "an item without a type": {"output": [{}]},
+        "output that is a string": {"output": "x"},
+    },
+}
+WHOLE_FRAMES = {
+    "anthropic": {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    },
+    "openai": {"id": "c", "object": "chat.completion", "created": 0, "model": "m"},
+    "responses": _response([]),
+}
+
+
+@pytest.mark.parametrize(
+    ("style", "case"), [(style, case) for style in WRONG_PARTS for case in WRONG_PARTS[style]]
+)
+async def test_a_whole_answer_with_a_part_of_the_wrong_shape_is_a_provider_error(
+    raw: RawEndpoint, style: str, case: str
+) -> None:
+    raw.answer(as_json({**WHOLE_FRAMES[style], **WRONG_PARTS[style][case]}))
+    with pytest.raises(ProviderError, match="cannot read") as caught:
+        await run(raw.client(style), "go", tools=[echo], stream=False)
+    assert raw.url(style) in caught.value.message
+
+
+def _anthropic_start() -> dict[str, Any]:
+    return {
+        "type": "message_start",
+        "message": {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [],
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    }
+
+
+def _chunk(delta: Any, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, **fields}],
+    }
+
+
+WRONG_EVENTS: dict[str, dict[str, list[Any]]] = {
+    "anthropic": {
+        "an event that is a list": [_anthropic_start(), ("content_block_delta", "[1]")],
+        "an event that is null": [_anthropic_start(), ("message_delta", "null")],
+        "message_start without its message": [{"type": "message_start"}],
+        "content_block_start without its block": [
+            _anthropic_start(),
+            {"type": "content_block_start", "index": 0},
+        ],
+        "content_block_start without its index": [
+            _anthropic_start(),
+            {"type": "content_block_start", "content_block": {"type": "text", "text": ""}},
+        ],
+        "a delta that is null": [
+            _anthropic_start(),
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+            {"type": "content_block_delta", "index": 0, "delta": None},
+        ],
+        "a text_delta without its text": [
+            _anthropic_start(),
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}},
+        ],
+        "a tool_use block without its id": [
+            _anthropic_start(),
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "name": "echo", "input": {}},
+            },
+        ],
+        "message_delta without its delta": [_anthropic_start(), {"type": "message_delta"}],
+    },
+    "openai": {
+        "a chunk that is a list": ["[1]"],
+        "a chunk that is null": ["null"],
+        "choices that are a string": [{"choices": "x"}],
+        "a choice that is a number": [{"choices": [1]}],
+        "a delta that is a string": [_chunk("x", finish_reason="stop")],
+        "tool_calls that are not objects": [_chunk({"tool_calls": [1]}, finish_reason="stop")],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("style", "case"), [(style, case) for style in WRONG_EVENTS for case in WRONG_EVENTS[style]]
+)
+async def test_a_stream_event_of_the_wrong_shape_is_a_provider_error(
+    raw: RawEndpoint, style: str, case: str
+) -> None:
+    raw.answer(as_sse(*WRONG_EVENTS[style][case]))
+    with pytest.raises(ProviderError, match="cannot read") as caught:
+        await run(raw.client(style), "go", tools=[echo], stream=True)
+    assert raw.url(style) in caught.value.message

@@ -22,7 +22,7 @@ from toolnexus._json import json_problem
 from toolnexus.client.styles._anthropic_cache import place_breakpoints
 from toolnexus.client.styles._base import AssistantTurn, Ending, OnCall, OnText, Style, Usage
 from toolnexus.client.styles._deltas import merge_delta
-from toolnexus.client.styles._errors import EmptyStream, undecodable_body
+from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
@@ -139,12 +139,26 @@ class AnthropicStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        """One whole response.
+
+        Raises:
+            ProviderError: the body is not a message (a list, a string, ``null``, an event
+                stream, an error object, an object without ``content``), or a block of it is
+                not one (not an object with a ``type``; a ``tool_use`` without its id or name).
+        """
         try:
             message = await sdk.messages.create(**params)
-            content = [_as_sent(block) for block in message.content]
+            if not hasattr(message, "model_dump"):
+                raise malformed(self.base_url, f"the body is {_what(message)}, not a message")
+            blocks = getattr(message, "content", None)
+            if blocks is None:
+                raise self._no_content(message)
+            if not isinstance(blocks, list):
+                raise malformed(self.base_url, f"the message's content is {_what(blocks)}")
+            content = [self._block(block, f"content block {n}") for n, block in enumerate(blocks)]
         except (ValueError, RecursionError) as exc:  # the body could not be decoded
             raise undecodable_body(self.base_url, exc) from None
-        turn = _turn(content, _usage(message.usage), message.stop_reason)
+        turn = _turn(content, _usage(getattr(message, "usage", None)), _stop(message))
         turn.stop_details = _details(getattr(message, "stop_details", None))
         turn.state = _container(message)
         return turn
@@ -170,24 +184,31 @@ class AnthropicStyle(Style):
         received = 0
         async for event in events:
             received += 1
-            if event.type == "message_start":
-                usage = _usage(event.message.usage)
-                state = _container(event.message) or state
-            elif event.type == "content_block_start":
-                blocks[event.index] = _as_sent(event.content_block)
-            elif event.type == "content_block_delta":
-                block = blocks.get(event.index)
+            kind = getattr(event, "type", None)
+            if not isinstance(kind, str):
+                shape = "has no type" if hasattr(event, "model_dump") else f"is {_what(event)}"
+                raise malformed(self.base_url, f"a stream event {shape}")
+            if kind == "message_start":
+                started = self._part(event, "message")
+                usage = _usage(getattr(started, "usage", None))
+                state = _container(started) or state
+            elif kind == "content_block_start":
+                where = f"the content_block_start of block {self._index(event)}"
+                blocks[self._index(event)] = self._block(self._part(event, "content_block"), where)
+            elif kind == "content_block_delta":
+                block = blocks.get(self._index(event))
                 if block is not None:
-                    await _apply_delta(block, event.delta, on_text)
-            elif event.type == "content_block_stop":
-                block = blocks.get(event.index, {})
+                    await self._apply_delta(block, self._part(event, "delta"), on_text)
+            elif kind == "content_block_stop":
+                block = blocks.get(self._index(event), {})
                 if block.get("type") == "tool_use":  # its arguments are complete: start it now
                     await on_call(_call(block))
-            elif event.type == "message_delta":
-                state = _container(event.delta) or state
-                stop_reason = event.delta.stop_reason or stop_reason
-                details = _details(getattr(event.delta, "stop_details", None)) or details
-                _update_usage(usage, event.usage)
+            elif kind == "message_delta":
+                delta = self._part(event, "delta")
+                state = _container(delta) or state
+                stop_reason = _stop(delta) or stop_reason
+                details = _details(getattr(delta, "stop_details", None)) or details
+                _update_usage(usage, getattr(event, "usage", None))
         if not received:
             raise EmptyStream
         if stop_reason is None:
@@ -202,6 +223,59 @@ class AnthropicStyle(Style):
         turn.streamed = True
         return turn
 
+    def _no_content(self, message: Any) -> ProviderError:
+        """The error for a body without ``content``: an error object sent with status 200
+        (its message quoted), or an object that is no message."""
+        error = getattr(message, "error", None)
+        said = error.get("message") if isinstance(error, dict) else getattr(error, "message", None)
+        if isinstance(said, str) and said:
+            return ProviderError(
+                200, f"the model at {self.base_url} answered 200 with an error: {said}"
+            )
+        return malformed(self.base_url, "the message has no content (no list of blocks)")
+
+    def _block(self, block: Any, where: str) -> dict[str, Any]:
+        """A content block as sent, checked: an object with a ``type``, and a ``tool_use``
+        with the id and name its result must name."""
+        if not hasattr(block, "model_dump"):
+            raise malformed(self.base_url, f"{where} is {_what(block)}")
+        sent = _as_sent(block)
+        kind = sent.get("type")
+        if not isinstance(kind, str):
+            raise malformed(self.base_url, f"{where} has no type")
+        if kind == "tool_use" and not (
+            isinstance(sent.get("id"), str) and isinstance(sent.get("name"), str)
+        ):
+            raise malformed(self.base_url, f"{where} is a tool_use without a string id and name")
+        return sent
+
+    def _part(self, event: Any, name: str) -> Any:
+        """The ``name`` object of a stream event, checked."""
+        part = getattr(event, name, None)
+        if not hasattr(part, "model_dump"):
+            raise malformed(self.base_url, f"a {event.type} event carries {_what(part)} as {name}")
+        return part
+
+    def _index(self, event: Any) -> int:
+        """A content block event's ``index``, checked."""
+        index = getattr(event, "index", None)
+        if type(index) is not int:
+            raise malformed(self.base_url, f"a {event.type} event has the index {_what(index)}")
+        return index
+
+    async def _apply_delta(self, block: dict[str, Any], delta: Any, on_text: OnText) -> None:
+        """Merge one ``content_block_delta`` into its block (its pieces checked)."""
+        kind = getattr(delta, "type", None)
+        if not isinstance(kind, str):
+            raise malformed(self.base_url, "a content_block_delta's delta has no type")
+        piece = {"text_delta": "text", "input_json_delta": "partial_json"}.get(kind)
+        if piece is not None and not isinstance(getattr(delta, piece, None), str):
+            raise malformed(self.base_url, f"a {kind} carries no {piece} text")
+        citation = getattr(delta, "citation", None)
+        if kind == "citations_delta" and not hasattr(citation, "model_dump"):
+            raise malformed(self.base_url, "a citations_delta carries no citation")
+        await _apply_delta(block, delta, on_text)
+
     def results(
         self, calls: Sequence[ToolCall], outcomes: Sequence[Outcome]
     ) -> list[dict[str, Any]]:
@@ -215,6 +289,20 @@ class AnthropicStyle(Style):
             for c, o in zip(calls, outcomes, strict=True)
         ]
         return [{"role": "user", "content": blocks}]
+
+
+def _what(value: Any) -> str:
+    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
+    return "an object" if hasattr(value, "model_dump") else described(value)
+
+
+def _stop(message: Any) -> str | None:
+    """A message's (or ``message_delta``'s) stop reason: text as sent; any other value as its
+    JSON text, which `Style.ending` then reports as a reason it does not know."""
+    reason = getattr(message, "stop_reason", None)
+    if reason is None or isinstance(reason, str):
+        return reason
+    return json.dumps(reason, default=repr)
 
 
 def _as_sent(model: Any) -> dict[str, Any]:

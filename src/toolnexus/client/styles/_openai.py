@@ -35,7 +35,7 @@ from toolnexus.client.styles._base import (
     Usage,
 )
 from toolnexus.client.styles._deltas import merge_delta, without_indexes
-from toolnexus.client.styles._errors import EmptyStream, undecodable_body
+from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
 from toolnexus.client.styles._sdk import post_chat_completion
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
@@ -129,21 +129,45 @@ class OpenAIStyle(Style):
         return params
 
     async def complete(self, sdk: Any, params: dict[str, Any]) -> AssistantTurn:
+        """One whole response.
+
+        Raises:
+            ProviderError: the body is not a chat completion (a list, a string, ``null``, an
+                event stream, an error object), or has no choice with a message.
+        """
         response = await post_chat_completion(sdk, params, stream=False)
-        if not getattr(response, "choices", None):
+        if not hasattr(response, "model_dump"):
+            raise malformed(self.base_url, f"the body is {_what(response)}, not a chat completion")
+        choices = getattr(response, "choices", None)
+        if not choices:
+            said = _error_message(response)
+            if said is not None:
+                raise ProviderError(
+                    200, f"the model at {self.base_url} answered 200 with an error: {said}"
+                )
             raise ProviderError(
                 200,
                 f"the model at {self.base_url} answered without any choice (an empty "
                 '"choices" list): the server produced no reply; check its logs',
             )
-        choice = response.choices[0]
+        if not isinstance(choices, list):
+            raise malformed(self.base_url, f"its choices are {_what(choices)}")
+        choice = choices[0]
+        if not hasattr(choice, "model_dump"):
+            raise malformed(self.base_url, f"its first choice is {_what(choice)}")
+        message: Any = getattr(choice, "message", None)
+        if not hasattr(message, "model_dump"):
+            raise malformed(self.base_url, f"its first choice's message is {_what(message)}")
         try:
-            message = choice.message.model_dump(
+            sent = message.model_dump(
                 mode="json", by_alias=True, exclude_unset=True, warnings=False
             )
         except (ValueError, RecursionError) as exc:  # a field nested past what can be read
             raise undecodable_body(self.base_url, exc) from None
-        return _sent_turn(message, _usage(response.usage), choice.finish_reason)
+        calls = sent.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise malformed(self.base_url, f"the message's tool_calls are {_what(calls)}")
+        return _sent_turn(sent, _usage(getattr(response, "usage", None)), _finish(choice))
 
     async def stream(
         self, sdk: Any, params: dict[str, Any], on_text: OnText, on_call: OnCall
@@ -174,23 +198,28 @@ class OpenAIStyle(Style):
 
         async for chunk in chunks:
             received += 1
-            if chunk.usage is not None:
+            if not hasattr(chunk, "model_dump"):
+                raise malformed(self.base_url, f"a stream chunk is {_what(chunk)}")
+            said = _error_message(chunk)
+            if said is not None:  # a gateway's failure mid-stream (OpenRouter sends these)
+                raise ProviderError(
+                    200, f"the model at {self.base_url} failed mid-stream with an error: {said}"
+                )
+            if getattr(chunk, "usage", None) is not None:
                 usage = _usage(chunk.usage)
-            for choice in chunk.choices or []:
-                delta = choice.delta
+            for choice in self._choices(chunk):
+                delta = getattr(choice, "delta", None)
                 if delta is not None:
-                    piece = delta.model_dump(
-                        mode="json", by_alias=True, exclude_unset=True, warnings=False
-                    )
+                    piece = self._delta(delta)
                     for position, call_piece in enumerate(piece.get("tool_calls") or []):
                         # some compatible servers leave out the index: fall back to the position
                         if not isinstance(call_piece.get("index"), int):
                             call_piece["index"] = position
                         await complete_before(call_piece["index"])
                     merge_delta(message, piece)
-                    if delta.content:
-                        await on_text(delta.content)
-                finish = choice.finish_reason or finish
+                    if isinstance(piece.get("content"), str) and piece["content"]:
+                        await on_text(piece["content"])
+                finish = _finish(choice) or finish
         if not received:
             raise EmptyStream
         if finish is None:
@@ -203,6 +232,33 @@ class OpenAIStyle(Style):
         turn = _sent_turn(message, usage, finish, calls)
         turn.streamed = True
         return turn
+
+    def _choices(self, chunk: Any) -> list[Any]:
+        """A stream chunk's choices (none when left out), each checked to be an object."""
+        choices = getattr(chunk, "choices", None)
+        if choices is None:
+            return []
+        if not isinstance(choices, list):
+            raise malformed(self.base_url, f"a stream chunk's choices are {_what(choices)}")
+        for choice in choices:
+            if not hasattr(choice, "model_dump"):
+                raise malformed(self.base_url, f"a stream chunk's choice is {_what(choice)}")
+        return choices
+
+    def _delta(self, delta: Any) -> dict[str, Any]:
+        """A choice's delta as sent, checked: an object whose ``tool_calls`` (when present)
+        is a list of objects."""
+        if not hasattr(delta, "model_dump"):
+            raise malformed(self.base_url, f"a stream chunk's delta is {_what(delta)}")
+        piece: dict[str, Any] = delta.model_dump(
+            mode="json", by_alias=True, exclude_unset=True, warnings=False
+        )
+        calls = piece.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+        ):
+            raise malformed(self.base_url, "a stream chunk's tool_calls are not a list of objects")
+        return piece
 
     def _turn(
         self, text: str, calls: list[ToolCall], usage: Usage, finish: str | None
@@ -249,6 +305,33 @@ def _raw(arguments: Any) -> str:
 
 
 FAILURE_MARK = "Error: "
+
+
+def _what(value: Any) -> str:
+    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
+    return "an object" if hasattr(value, "model_dump") else described(value)
+
+
+def _finish(choice: Any) -> str | None:
+    """A choice's finish reason: text as sent; any other value as its JSON text, which
+    `Style.ending` then reports as a reason it does not know."""
+    reason = getattr(choice, "finish_reason", None)
+    if reason is None or isinstance(reason, str):
+        return reason
+    return json.dumps(reason, default=repr)
+
+
+def _error_message(body: Any) -> str | None:
+    """The message of an ``error`` object a body carries instead of an answer (servers and
+    gateways send these with status 200), or ``None``."""
+    error = getattr(body, "error", None)
+    if isinstance(error, dict):
+        said = error.get("message") or error.get("type") or json.dumps(error, default=repr)
+    elif isinstance(error, str):
+        said = error
+    else:
+        return None
+    return " ".join(str(said).split())[:300] or "no reason given"
 
 
 def _usage(reported: Any) -> Usage:
