@@ -6,7 +6,11 @@ emitted order and handed back in the provider's shape. The loop ends when the mo
 without tools (``"done"``) or after ``max_turns`` (``"incomplete"``). Cancelling it stops the
 turn's lane (running tools are cancelled) and still leaves every tool call of a received
 response in the transcript with a result (the real one where the call had finished); a
-response cut off mid-stream is not recorded.
+response cut off mid-stream is not recorded in the transcript.
+
+Nothing that ran goes unrecorded: a streamed turn that never enters the transcript (refused,
+past the context window, failed, cut off, cancelled) after its first calls had started has
+each of them recorded all the same (`_Run.dropped`).
 """
 
 from __future__ import annotations
