@@ -519,6 +519,7 @@ async def test_a_call_without_an_id_is_not_run_and_the_run_says_so(
     assert "was not run" in partial.tool_calls[1].output
     assert len(provider.requests) == 1  # nothing was sent back with an empty id
 
+
 # -- nothing runs unrecorded: calls started by a stream whose turn is then dropped ----------
 
 writes: list[str] = []
