@@ -986,3 +986,20 @@ async def test_a_stream_event_of_the_wrong_shape_is_a_provider_error(
     with pytest.raises(ProviderError, match="cannot read") as caught:
         await run(raw.client(style), "go", tools=[echo], stream=True)
     assert raw.url(style) in caught.value.message
+
+
+async def test_a_streamed_call_of_a_refused_turn_gets_its_result_event(
+    endpoints: list[FrontierEndpoint],
+) -> None:
+    """Watching the stream, the call announced before the refusal is followed by its result."""
+    server = start(endpoints, "anthropic-thinking")
+    server.script(FrontierStep(calls=[("write_note", {"text": "g"})], stop="refusal"))
+    writes.clear()
+    kinds = [
+        (event.type, getattr(event, "call", None) or getattr(event, "record", None))
+        async for event in frontier_client(server).stream("Note it.", tools=[write_note])
+    ]
+    types = [kind for kind, _ in kinds]
+    assert types.index("tool_call") < types.index("tool_result") < types.index("done")
+    [(_, record)] = [k for k in kinds if k[0] == "tool_result"]
+    assert record.output == "wrote g" and writes == ["g"]
