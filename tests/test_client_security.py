@@ -4,6 +4,7 @@ HTTP on 127.0.0.1 (see ``fake_provider.py``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,10 @@ from typing import Any
 import pytest
 
 from fake_provider import FakeProvider, Turn, Verbatim
+from frontier_endpoint import TOOL_ID, FrontierEndpoint, lookup, start
+from frontier_endpoint import Step as FrontierStep
+from frontier_endpoint import client_for as frontier_client
+from frontier_endpoint import run as frontier_run
 from test_client import client_for, run, tool_results
 from toolnexus import Session, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.errors import ConfigurationError, ProviderError
@@ -260,3 +265,285 @@ def test_an_in_process_model_s_unwritable_arguments_fail_that_call(
     assert result.usage.total is not None and result.usage.total > 0
     session.save(tmp_path / "s.jsonl")
     assert Session.load(tmp_path / "s.jsonl").messages() == session.messages()
+
+
+# -- what goes out on the wire is what the APIs accept ------------------------------------------
+# (the frontier endpoints refuse what the real APIs refuse, with their error texts)
+
+
+def _roles_alternate(messages: list[dict[str, Any]]) -> bool:
+    roles = [m["role"] for m in messages]
+    return all(a != b for a, b in itertools.pairwise(roles))
+
+
+def _no_empty_text(messages: list[dict[str, Any]]) -> bool:
+    return not any(
+        isinstance(m["content"], list)
+        and any(b.get("type") == "text" and not b.get("text") for b in m["content"])
+        for m in messages
+    )
+
+
+@pytest.mark.parametrize("stream", MODES)
+@pytest.mark.parametrize("carry", ["history", "session", "resume"])
+async def test_an_empty_anthropic_turn_is_never_sent_back_as_an_empty_text_block(
+    endpoints: list[FrontierEndpoint], tmp_path: Path, stream: bool, carry: str
+) -> None:
+    """Claude's documented empty ``end_turn`` after tool results, carried on by ``history=``
+    (what ``toolnexus chat`` does), by a saved session and after a resumed run: the API refuses
+    ``[{"type": "text", "text": ""}]`` ("text content blocks must be non-empty")."""
+    server = start(endpoints, "anthropic-cache")  # thinking off: an empty turn is empty
+    ask = relay_tool("ask_city", "Ask the user for a city.", {"type": "object", "properties": {}})
+    first_call = ("ask_city", {}) if carry == "resume" else ("lookup", {"city": "Oslo"})
+    server.script(FrontierStep(calls=[first_call]), FrontierStep(), FrontierStep(text="Sunny."))
+    client = frontier_client(server, request_params={})
+    session = Session()
+    first = await frontier_run(
+        client, "Weather?", stream=stream, tools=[lookup, ask], session=session
+    )
+    if carry == "resume":
+        assert first.status == "pending"
+        first = await client.resume(first, {first.pending[0].id: "Oslo"})
+    assert first.status == "done" and first.text == ""
+    if carry == "session":
+        session.save(tmp_path / "s.jsonl")
+        again = await frontier_run(
+            client,
+            "And?",
+            stream=stream,
+            tools=[lookup],
+            session=Session.load(tmp_path / "s.jsonl"),
+        )
+    else:
+        again = await frontier_run(
+            client, "And?", stream=stream, tools=[lookup], history=first.messages
+        )
+    assert server.rejected == [] and again.text == "Sunny."
+    sent = server.requests[-1]["messages"]
+    assert _roles_alternate(sent) and _no_empty_text(sent)
+    assert sent[-1]["role"] == "user" and sent[-1]["content"][0]["type"] == "tool_result"
+    assert sent[-1]["content"][-1]["text"] == "And?"  # the results and the prompt: one turn
+
+
+@pytest.mark.parametrize("stream", MODES)
+async def test_an_empty_anthropic_pause_turn_is_continued_without_an_empty_text_block(
+    endpoints: list[FrontierEndpoint], stream: bool
+) -> None:
+    server = start(endpoints, "anthropic-cache")
+    server.script(FrontierStep(stop="pause_turn"), FrontierStep(text="Sunny."))
+    result = await frontier_run(
+        frontier_client(server, request_params={}), "Weather?", stream=stream
+    )
+    assert server.rejected == [] and result.status == "done" and result.text == "Sunny."
+    continued = server.requests[1]["messages"]
+    assert continued[-1] == {"role": "assistant", "content": []}  # sent back as it came
+
+
+KIMI_HISTORY = [
+    {"role": "user", "content": "Weather in Oslo and Bergen?"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"city": city})},
+            }
+            for call_id, city in (("functions.lookup:0", "Oslo"), ("functions.lookup.0", "Bergen"))
+        ],
+    },
+    {"role": "tool", "tool_call_id": "functions.lookup:0", "content": "Oslo: sunny"},
+    {"role": "tool", "tool_call_id": "functions.lookup.0", "content": "Bergen: rain"},
+    {"role": "assistant", "content": "Oslo is sunny, Bergen rainy."},
+]
+
+
+@pytest.mark.parametrize("carry", ["history", "session"])
+async def test_tool_call_ids_from_another_style_are_mapped_one_to_one_for_anthropic(
+    endpoints: list[FrontierEndpoint], carry: str
+) -> None:
+    server = start(endpoints, "anthropic-cache")
+    server.script(FrontierStep(text="Still sunny."))
+    client = frontier_client(server, request_params={})
+    if carry == "history":
+        result = await client.run("And now?", history=KIMI_HISTORY)
+    else:  # a session another style's client recorded, carried on by an Anthropic client
+        kimi = ScriptedModel(
+            [[ToolCall("functions.lookup:0", "lookup", {"city": "Oslo"})], "Sunny."]
+        )
+        session = Session()
+        await create_client(model=kimi, code_mode="native").run(
+            "Weather?", tools=[lookup], session=session
+        )
+        result = await client.run("And now?", session=session)
+    assert server.rejected == [] and result.text == "Still sunny."
+    sent = server.requests[-1]["messages"]
+    uses = [
+        b["id"]
+        for m in sent
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_use"
+    ]
+    answers = [
+        b["tool_use_id"]
+        for m in sent
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert uses == answers and len(set(uses)) == len(uses)
+    assert all(TOOL_ID.match(i) for i in uses)
+    kept = [
+        b["id"]
+        for m in result.messages
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
+    # "functions.lookup:0" and "functions.lookup.0" stay two ids; the transcript keeps them
+    # as they were, only the request maps them
+    originals = ["functions.lookup:0", "functions.lookup.0"]
+    assert kept == (originals if carry == "history" else originals[:1])
+    assert len(uses) == len(kept)
+
+
+async def test_cache_breakpoints_inside_tool_results_count_toward_the_four(
+    endpoints: list[FrontierEndpoint],
+) -> None:
+    server = start(endpoints, "anthropic-cache")
+    server.script(FrontierStep(text="ok"))
+    mark = {"type": "ephemeral"}
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [
+                        {"type": "text", "text": part, "cache_control": mark} for part in "abc"
+                    ],
+                }
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Sunny."}]},
+    ]
+    result = await frontier_client(server, request_params={}).run(
+        "And?", tools=[lookup], history=history
+    )
+    assert server.rejected == [] and result.text == "ok"
+    assert repr(server.requests[-1]).count("cache_control") == 4
+
+
+@pytest.mark.parametrize("style", ["anthropic", "openai", "responses"])
+async def test_a_history_system_message_given_as_text_blocks_is_sent_as_its_text(
+    endpoints: list[FrontierEndpoint], provider: FakeProvider, style: str
+) -> None:
+    history = [
+        {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Bonjour."},
+    ]
+    if style == "anthropic":
+        server = start(endpoints, "anthropic-cache")
+        server.script(FrontierStep(text="Oui."))
+        await frontier_client(server, request_params={}, system_prompt=None).run(
+            "And?", history=history
+        )
+        system = server.requests[-1]["system"]
+        assert [block["text"] for block in system] == ["Answer in French."]
+        return
+    provider.script(Turn(text="Oui."))
+    await client_for(provider, style).run("And?", history=history)
+    body = provider.requests[-1]
+    first = (body["messages"] if style == "openai" else body["input"])[0]
+    assert first == {"role": "system", "content": "Answer in French."}
+
+
+@pytest.mark.parametrize(
+    ("style", "key", "value"),
+    [
+        ("responses", "include", "message.output_text.logprobs"),
+        ("anthropic", "stop_sequences", "\n\nObservation:"),
+        ("openai", "modalities", "text"),
+    ],
+)
+async def test_a_string_given_for_a_list_field_is_sent_as_one_item(
+    provider: FakeProvider, style: str, key: str, value: str
+) -> None:
+    provider.script(Turn(text="ok"))
+    await client_for(provider, style, request_params={key: value}).run("hi")
+    sent = provider.requests[-1][key]
+    assert sent[0] == value and all(len(item) > 1 for item in sent)
+
+
+async def test_a_replayed_chat_audio_object_is_only_its_id(provider: FakeProvider) -> None:
+    audio = {"id": "audio_1", "data": "UklGRg==", "expires_at": 1, "transcript": "Hello."}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "audio": audio,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": "{}"}}
+        ],
+    }
+    reply = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+    provider.script(Turn(raw=json.dumps(reply)), Turn(text="done"), Turn(text="again"))
+    client = client_for(provider, "openai")
+    result = await client.run("speak", tools=[echo])
+    replayed_audio = [m["audio"] for m in provider.requests[1]["messages"] if "audio" in m]
+    assert replayed_audio == [{"id": "audio_1"}]
+    history = [dict(m, audio=audio) if "audio" in m else m for m in result.messages]
+    await client.run("more", tools=[echo], history=history)  # a history holding all of it
+    replayed_audio = [m["audio"] for m in provider.requests[2]["messages"] if "audio" in m]
+    assert replayed_audio == [{"id": "audio_1"}]
+
+
+async def test_anthropic_citations_are_replayed_without_response_only_fields(
+    provider: FakeProvider,
+) -> None:
+    citation = {
+        "type": "char_location",
+        "cited_text": "sunny",
+        "document_index": 0,
+        "document_title": "Forecast",
+        "start_char_index": 0,
+        "end_char_index": 5,
+        "file_id": "file_1",
+    }
+    reply = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "test-model",
+        "content": [
+            {"type": "text", "text": "It is sunny.", "citations": [citation]},
+            {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    provider.script(Turn(raw=json.dumps(reply)), Turn(text="done"))
+    await client_for(provider, "anthropic").run("weather?", tools=[echo])
+    (sent,) = [
+        b["citations"]
+        for m in provider.requests[1]["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("citations")
+    ]
+    assert sent == [{k: v for k, v in citation.items() if k != "file_id"}]

@@ -37,6 +37,7 @@ __all__ = [
     "ToolChoice",
     "Usage",
     "WireOptions",
+    "system_text",
     "tls_context",
 ]
 
@@ -67,6 +68,20 @@ def _cut_off(base_url: str, arrived: str, exc: ProviderError) -> ProviderError:
         f"{what} (the answer was cut off; it was not retried, since part of it was used)",
         exc.detail,
     )
+
+
+def system_text(content: Any) -> str:
+    """A system message's content as the text a request sends: a string as it is, text
+    blocks (``[{"type": "text", "text": ...}]``) as their text, anything else as nothing."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, Mapping) and block.get("type") in ("text", "input_text", None)
+        )
+    return ""
 
 
 async def tls_context() -> ssl.SSLContext:
@@ -275,6 +290,10 @@ class Style:
     }
     """Request body fields the loop sets itself, each with the option that sets it instead:
     ``request_params`` naming one is refused before any request."""
+    list_params: frozenset[str] = frozenset()
+    """Body fields the API takes only as a list (Responses ``include``, Anthropic
+    ``stop_sequences``): a ``request_params`` string there is sent as a list of that one item
+    (`body_params`)."""
 
     def __init__(
         self,
@@ -312,6 +331,16 @@ class Style:
                     f"request_params may not set {key!r}: the tool loop sends it itself on "
                     f"every request; use {instead}."
                 )
+
+    def body_params(self) -> dict[str, Any]:
+        """``request_params`` as the body carries them (a copy): each of `list_params` given
+        as one string sent as a list of that string, never split into its letters, and never
+        refused for being a string where one item was meant."""
+        params = dict(self.request_params)
+        for key in self.list_params:
+            if isinstance(params.get(key), str):
+                params[key] = [params[key]]
+        return params
 
     async def sdk(self) -> Any:
         """The SDK client for the running event loop, made on first use.
