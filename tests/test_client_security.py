@@ -16,6 +16,8 @@ from frontier_endpoint import TOOL_ID, FrontierEndpoint, lookup, start
 from frontier_endpoint import Step as FrontierStep
 from frontier_endpoint import client_for as frontier_client
 from frontier_endpoint import run as frontier_run
+from responses_endpoint import Endpoint as ResponsesEndpoint
+from responses_endpoint import Step as ResponsesStep
 from test_client import client_for, run, tool_results
 from toolnexus import Session, ToolCall, ToolHints, create_client, run_batch, tool
 from toolnexus.errors import ConfigurationError, ProviderError
@@ -547,3 +549,133 @@ async def test_anthropic_citations_are_replayed_without_response_only_fields(
         if b.get("citations")
     ]
     assert sent == [{k: v for k, v in citation.items() if k != "file_id"}]
+
+
+# -- a fallback endpoint is sent only its own opaque state ---------------------------------------
+
+
+def _thinking_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") in ("thinking", "redacted_thinking")
+    ]
+
+
+@pytest.mark.parametrize("stream", MODES)
+async def test_an_anthropic_fallback_is_never_sent_another_endpoint_s_signatures(
+    endpoints: list[FrontierEndpoint], tmp_path: Path, stream: bool
+) -> None:
+    """The primary's signed thinking never reaches the fallback (another endpoint: another
+    key), and the fallback's turn, saved in the session, never reaches the primary."""
+    primary = start(endpoints, "anthropic-thinking")
+    backup = start(endpoints, "anthropic-thinking")
+    primary.script(
+        FrontierStep(calls=[("lookup", {"city": "Oslo"})]),
+        FrontierStep(text="Oslo is sunny."),
+        FrontierStep(status=503),
+        FrontierStep(text="Pisa is sunny."),
+    )
+    backup.script(FrontierStep(text="Rome is sunny."))
+    client = frontier_client(primary, fallback=[frontier_client(backup)])
+    session = Session()
+    first = await frontier_run(client, "Oslo?", stream=stream, tools=[lookup], session=session)
+    assert first.text == "Oslo is sunny."
+    session.save(tmp_path / "s.jsonl")
+    second = await frontier_run(
+        client, "Rome?", stream=stream, tools=[lookup], session=Session.load(tmp_path / "s.jsonl")
+    )
+    assert second.text == "Rome is sunny." and second.models == [backup.model]
+    assert backup.rejected == [] and _thinking_blocks(backup.requests[-1]) == []
+    sent = repr(backup.requests[-1]["messages"])
+    assert "Oslo: sunny" in sent and "Oslo is sunny." in sent  # the neutral transcript
+    second.session.save(tmp_path / "s2.jsonl")
+    third = await frontier_run(
+        client, "Pisa?", stream=stream, tools=[lookup], session=Session.load(tmp_path / "s2.jsonl")
+    )
+    assert third.text == "Pisa is sunny." and primary.rejected == []
+    assert primary.failures == [503]
+    # the primary's own thinking came back (and checked out); the fallback's turn as its text
+    own = [b for turn in primary.issued[:2] for b in turn if "thinking" in b["type"]]
+    assert own and _thinking_blocks(primary.requests[-1]) == own
+    assert "Rome is sunny." in repr(primary.requests[-1]["messages"])
+
+
+@pytest.mark.parametrize("profile", ["gemini-openai", "openrouter-reasoning"])
+async def test_a_chat_fallback_is_never_sent_another_endpoint_s_signed_reasoning(
+    endpoints: list[FrontierEndpoint], profile: str
+) -> None:
+    primary = start(endpoints, profile)
+    backup = start(endpoints, "vllm")  # accepts anything, and records what it got
+    primary.script(FrontierStep(calls=[("lookup", {"city": "Oslo"})]), FrontierStep(status=503))
+    backup.script(FrontierStep(text="Oslo is sunny."))
+    client = frontier_client(primary, fallback=[frontier_client(backup)])
+    result = await client.run("Oslo?", tools=[lookup])
+    assert result.text == "Oslo is sunny." and result.models == [primary.model, backup.model]
+    (turn,) = [m for m in backup.requests[-1]["messages"] if m["role"] == "assistant"]
+    assert "reasoning_details" not in turn and "extra_content" not in repr(turn)
+    issued = primary.issued[0]["tool_calls"][0]
+    (call,) = turn["tool_calls"]
+    assert call["id"] == issued["id"] and call["function"]["name"] == "lookup"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
+
+
+async def test_a_chat_fallback_keeps_plain_text_reasoning(
+    endpoints: list[FrontierEndpoint],
+) -> None:
+    """DeepSeek refuses a tool-call turn sent back without its ``reasoning_content``: plain
+    text, no endpoint's secret, so a fallback gets it."""
+    primary = start(endpoints, "deepseek")
+    backup = start(endpoints, "deepseek")
+    primary.script(FrontierStep(calls=[("lookup", {"city": "Oslo"})]), FrontierStep(status=503))
+    backup.script(FrontierStep(text="Oslo is sunny."))
+    client = frontier_client(primary, fallback=[frontier_client(backup)])
+    result = await client.run("Oslo?", tools=[lookup])
+    assert result.text == "Oslo is sunny." and backup.rejected == []
+
+
+@pytest.mark.parametrize("store", [False, True])
+async def test_a_responses_fallback_starts_from_the_full_neutral_transcript(store: bool) -> None:
+    """Stateless, the primary's encrypted reasoning never reaches the fallback; with
+    ``store=True``, neither does its ``previous_response_id``: the fallback is sent the whole
+    conversation. Back at the primary, its own items (and its response id) carry on."""
+    primary, backup = ResponsesEndpoint().start(), ResponsesEndpoint().start()
+    try:
+        primary.script(
+            ResponsesStep(reasoning=True, calls=[("lookup", {"city": "Oslo"})]),
+            ResponsesStep(status=503),
+            ResponsesStep(reasoning=True, text="Both sunny."),
+        )
+        backup.script(ResponsesStep(reasoning=True, calls=[("lookup", {"city": "Rome"})]))
+
+        def make(server: ResponsesEndpoint, **options: Any) -> Any:
+            return create_client(
+                style="responses",
+                base_url=server.url + "/v1",
+                model="gpt-test",
+                api_key="none",
+                retries=0,
+                store=store,
+                code_mode="native",
+                **options,
+            )
+
+        client = make(primary, fallback=[make(backup)])
+        result = await client.run("Oslo and Rome?", tools=[lookup])
+        assert primary.rejections == [] and backup.rejections == []
+        assert result.text == "Both sunny." and result.models == ["gpt-test"] * 3
+        asked = backup.requests[-1]
+        assert "previous_response_id" not in asked
+        assert not any(item.get("type") == "reasoning" for item in asked["input"])
+        assert [i["type"] for i in asked["input"] if "type" in i] == [
+            "function_call",
+            "function_call_output",
+        ]
+        last = primary.requests[-1]
+        if store:
+            assert last["previous_response_id"] == primary.replies[0]["id"]
+    finally:
+        primary.stop()
+        backup.stop()

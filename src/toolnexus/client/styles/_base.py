@@ -318,6 +318,13 @@ class Style:
             weakref.WeakKeyDictionary()
         )
 
+    @property
+    def endpoint(self) -> str:
+        """Where this style's requests go (its base URL, without a trailing ``/``): the
+        endpoint whose turns' opaque state it may be sent (see ``create_client(fallback=...)``
+        and `recorded`)."""
+        return self.base_url.rstrip("/")
+
     def check_request_params(self, params: Mapping[str, Any]) -> None:
         """Refuse ``request_params`` that would take over what the loop sends.
 
@@ -571,10 +578,15 @@ class Style:
 
     def recorded(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
         """An assistant message of a neutral transcript as its provider sent it, when it was
-        recorded by a style of this one's `family` (a copy); else ``None``, and the style
-        rebuilds the message from its text and tool calls (what every style can carry)."""
+        recorded by a style of this one's `family` at this `endpoint` (a copy; a log that names
+        no endpoint counts as this one's); else ``None``, and the style rebuilds the message from
+        its text and tool calls (what every style can carry): another endpoint's opaque state
+        (a fallback's turn, say) is never sent here."""
         provider = message.get("provider")
         if not isinstance(provider, Mapping) or provider.get("style") != self.family:
+            return None
+        endpoint = provider.get("endpoint")
+        if isinstance(endpoint, str) and endpoint.rstrip("/") != self.endpoint:
             return None
         sent = provider.get("message")
         return copy.deepcopy(dict(sent)) if isinstance(sent, Mapping) else None
