@@ -462,10 +462,19 @@ async def test_a_history_system_message_given_as_text_blocks_is_sent_as_its_text
         system = server.requests[-1]["system"]
         assert [block["text"] for block in system] == ["Answer in French."]
         return
-    provider.script(Turn(text="Oui."))
-    await client_for(provider, style).run("And?", history=history)
-    body = provider.requests[-1]
-    first = (body["messages"] if style == "openai" else body["input"])[0]
+    if style == "responses":  # the Responses endpoint refuses a "text" part ("Invalid value")
+        responses = ResponsesEndpoint().start()
+        try:
+            responses.script(ResponsesStep(text="Oui."))
+            await client_for(responses, style).run("And?", history=history)
+        finally:
+            responses.stop()
+        assert responses.rejections == []
+        first = responses.requests[-1]["input"][0]
+    else:
+        provider.script(Turn(text="Oui."))
+        await client_for(provider, style).run("And?", history=history)
+        first = provider.requests[-1]["messages"][0]
     assert first == {"role": "system", "content": "Answer in French."}
 
 
@@ -480,9 +489,19 @@ async def test_a_history_system_message_given_as_text_blocks_is_sent_as_its_text
 async def test_a_string_given_for_a_list_field_is_sent_as_one_item(
     provider: FakeProvider, style: str, key: str, value: str
 ) -> None:
-    provider.script(Turn(text="ok"))
-    await client_for(provider, style, request_params={key: value}).run("hi")
-    sent = provider.requests[-1][key]
+    server: FakeProvider | ResponsesEndpoint = provider
+    if style == "responses":  # the Responses endpoint refuses 'm', 'e', ... ("Invalid value")
+        server = ResponsesEndpoint().start()
+        server.script(ResponsesStep(text="ok"))
+    else:
+        provider.script(Turn(text="ok"))
+    try:
+        result = await client_for(server, style, request_params={key: value}).run("hi")
+    finally:
+        if isinstance(server, ResponsesEndpoint):
+            server.stop()
+    assert result.text == "ok"
+    sent = server.requests[-1][key]
     assert sent[0] == value and all(len(item) > 1 for item in sent)
 
 
