@@ -698,3 +698,43 @@ async def test_a_responses_fallback_starts_from_the_full_neutral_transcript(stor
     finally:
         primary.stop()
         backup.stop()
+
+
+@tool(hints=ToolHints(read_only=True), callers=("direct", "hosted"))
+def forecast(city: str) -> str:
+    """The forecast for a city."""
+    return f"{city}: sunny"
+
+
+async def test_an_anthropic_container_is_named_only_to_the_endpoint_that_opened_it() -> None:
+    """A hosted program's ``container`` (and its ``server_tool_use`` block) is the primary's:
+    a fallback is sent neither, only the program's calls as plain tool calls, answered."""
+    primary, backup = ResponsesEndpoint().start(), ResponsesEndpoint().start()
+    try:
+        primary.script(
+            ResponsesStep(hosted=[("forecast", {"city": "Oslo"})]), ResponsesStep(status=503)
+        )
+        backup.script(ResponsesStep(text="Oslo is sunny."))
+
+        def make(server: ResponsesEndpoint, **options: Any) -> Any:
+            return create_client(
+                style="anthropic",
+                base_url=server.url,
+                model="m",
+                api_key="none",
+                retries=0,
+                hosted_code=True,
+                code_mode="native",
+                **options,
+            )
+
+        result = await make(primary, fallback=[make(backup)]).run("Oslo?", tools=[forecast])
+        assert result.text == "Oslo is sunny." and primary.rejections == []
+        assert primary.requests[1]["container"] == primary.issued_containers[0]
+        asked = backup.requests[-1]
+        assert "container" not in asked and "srvtoolu_" not in repr(asked["messages"])
+        (use,) = [b for b in asked["messages"][1]["content"] if b["type"] == "tool_use"]
+        assert "caller" not in use and use["input"] == {"city": "Oslo"}
+    finally:
+        primary.stop()
+        backup.stop()
