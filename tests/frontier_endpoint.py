@@ -36,8 +36,9 @@ server's status, error text and body shape:
 
 Every Chat Completions profile also checks tool-call/tool-message pairing and reports
 ``prompt_tokens_details.cached_tokens``; every Messages profile checks ``tool_use`` /
-``tool_result`` pairing, the ``tool_use`` id pattern and non-empty text blocks, and refuses a
-forced ``tool_choice`` on a model that only thinks adaptively.
+``tool_result`` pairing, the id pattern of ``tool_use`` and ``tool_result`` blocks and
+non-empty text blocks, and refuses a forced ``tool_choice`` on a model that only thinks
+adaptively. Every cache marker counts, on a block inside a ``tool_result``'s content too.
 
 Responses are scripted with :class:`Step` (the endpoint makes the ids, the thinking and the
 signatures itself), and every request body is recorded, append-only, in
@@ -123,6 +124,10 @@ TOOL_RESULT_UNEXPECTED = (
     "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
 )
 TOOL_USE_ID = "messages.{i}.content.{k}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+TOOL_RESULT_ID = (
+    "messages.{i}.content.{k}.tool_result.tool_use_id: String should match pattern "
+    "'^[a-zA-Z0-9_-]+$'"
+)
 SERVER_TOOL_USE_ID = (
     "messages.{i}.content.{k}.server_tool_use.id: String should match pattern "
     "'^srvtoolu_[a-zA-Z0-9_]+$'"
@@ -181,10 +186,13 @@ class Step:
         thinking: The reasoning text (``""``: Anthropic's ``display: "omitted"``, an empty
             thinking block that still carries its signature).
         stop: A stop or finish reason other than the natural one: Anthropic ``refusal``,
-            ``pause_turn``, ``model_context_window_exceeded``; Chat Completions
-            ``content_filter``, OpenRouter's ``error``.
+            ``pause_turn`` (a web search under way; with no ``text``, an empty paused turn),
+            ``model_context_window_exceeded``; Chat Completions ``content_filter``,
+            OpenRouter's ``error``.
         stop_details: With ``stop="refusal"``: the ``stop_details`` sent (default: a ``cyber``
             refusal with an explanation).
+        status: Answer with this HTTP error status instead, whatever was asked (a failing
+            server, not a broken rule: recorded in ``failures``, not ``rejected``).
     """
 
     text: str = ""
@@ -192,6 +200,7 @@ class Step:
     thinking: str = "I should look at what the tools return before I answer."
     stop: str | None = None
     stop_details: dict[str, Any] | None = None
+    status: int | None = None
 
 
 class Rejected(Exception):
@@ -201,6 +210,10 @@ class Rejected(Exception):
         super().__init__(json.dumps(body))
         self.status = status
         self.body = body
+
+
+class Failing(Rejected):
+    """A scripted server failure (``Step.status``)."""
 
 
 def anthropic_error(message: str) -> Rejected:
@@ -347,6 +360,7 @@ class FrontierEndpoint:
         requests: Every request body, in arrival order (append-only), refused ones included.
         raw_requests: The bytes of each request body.
         rejected: ``(status, body)`` of every request the endpoint refused, in order.
+        failures: The status of every scripted failure answered (``Step.status``), in order.
         answered: The body of every request that got a scripted answer, in order.
         issued: Each assistant turn as the endpoint sent it (the Anthropic ``content`` list, or
             the Chat Completions ``message``), in order.
@@ -367,6 +381,7 @@ class FrontierEndpoint:
         self.raw_requests: list[bytes] = []
         self.headers: list[dict[str, str]] = []
         self.rejected: list[tuple[int, Any]] = []
+        self.failures: list[int] = []
         self.answered: list[dict[str, Any]] = []
         self.issued: list[Any] = []
         self.cache_reports: list[tuple[int, int | None]] = []
@@ -397,6 +412,10 @@ class FrontierEndpoint:
                         return
                     try:
                         answer = endpoint.answer(body)
+                    except Failing as failure:
+                        endpoint.failures.append(failure.status)
+                        self._send(failure.status, failure.body)
+                        return
                     except Rejected as rejection:
                         endpoint.rejected.append((rejection.status, rejection.body))
                         self._send(rejection.status, rejection.body)
@@ -469,6 +488,9 @@ class FrontierEndpoint:
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """Check ``body`` against the profile's rules (raising :class:`Rejected`) and make the
         next scripted answer."""
+        if self.steps and self.steps[0].status is not None:
+            status = int(self.steps.pop(0).status or 0)
+            raise Failing(status, {"type": "error", "error": {"type": "api_error", "message": "x"}})
         if self.style == "anthropic":
             check_anthropic(self, body)
             return self._anthropic_answer(body)
@@ -516,7 +538,7 @@ class FrontierEndpoint:
         stop = step.stop
         if thinking:
             think(step.thinking)
-        if stop == "pause_turn":
+        if stop == "pause_turn" and step.text:  # without text: an empty paused turn
             search = self.new_id("srvtoolu_")
             add(
                 {
@@ -730,6 +752,10 @@ def check_anthropic(endpoint: FrontierEndpoint, body: dict[str, Any]) -> None:
                 raise anthropic_error(EMPTY_TEXT)
             if block.get("type") == "tool_use" and not TOOL_ID.match(str(block.get("id", ""))):
                 raise anthropic_error(TOOL_USE_ID.format(i=i, k=k))
+            if block.get("type") == "tool_result" and not TOOL_ID.match(
+                str(block.get("tool_use_id", ""))
+            ):
+                raise anthropic_error(TOOL_RESULT_ID.format(i=i, k=k))
             if block.get("type") == "server_tool_use" and not SERVER_TOOL_ID.match(
                 str(block.get("id", ""))
             ):
@@ -756,11 +782,7 @@ def _check_cache_markers(body: dict[str, Any]) -> None:
             if "cache_control" in block:
                 marks.append((f"system.{s}", block["cache_control"].get("ttl", "5m")))
     for i, message in enumerate(body.get("messages", [])):
-        if isinstance(message.get("content"), list):
-            for k, block in enumerate(message["content"]):
-                if isinstance(block, dict) and "cache_control" in block:
-                    ttl = block["cache_control"].get("ttl", "5m")
-                    marks.append((f"messages.{i}.content.{k}", ttl))
+        _nested_marks(message.get("content"), f"messages.{i}.content", marks)
     found = len(marks) + (1 if "cache_control" in body else 0)
     if found > MAX_BREAKPOINTS:
         raise anthropic_error(TOO_MANY_BREAKPOINTS.format(n=found))
@@ -769,6 +791,18 @@ def _check_cache_markers(body: dict[str, Any]) -> None:
         if ttl == "1h" and seen_short:
             raise anthropic_error(TTL_ORDER.format(path=path))
         seen_short = seen_short or ttl == "5m"
+
+
+def _nested_marks(content: Any, path: str, marks: list[tuple[str, str]]) -> None:
+    """The markers on a message's blocks and on the blocks inside them (a ``tool_result``'s
+    content): the API counts every block that carries one."""
+    if not isinstance(content, list):
+        return
+    for k, block in enumerate(content):
+        if isinstance(block, dict):
+            if "cache_control" in block:
+                marks.append((f"{path}.{k}", block["cache_control"].get("ttl", "5m")))
+            _nested_marks(block.get("content"), f"{path}.{k}.content", marks)
 
 
 def _check_pairing(messages: list[dict[str, Any]]) -> None:

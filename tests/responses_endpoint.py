@@ -11,7 +11,8 @@ API and of both provider-hosted program protocols, with the servers' error texts
   every later request must name, ``pause_turn``, ``code_execution_tool_result`` at the end).
 
 Every request body is recorded, and so is the order in which the results of each step came back.
-A request that breaks a rule gets the error the real API answers it with.
+A request that breaks a rule gets the error the real API answers it with; an ``include`` entry or
+an input message's content part outside the API's enumerations gets its "Invalid value".
 """
 
 from __future__ import annotations
@@ -309,6 +310,7 @@ class Endpoint:
         items: list[dict[str, Any]] = (
             [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw)
         )
+        _check_values(body, items)
         previous = body.get("previous_response_id")
         context: list[dict[str, Any]] = []
         if previous is not None:
@@ -831,6 +833,52 @@ _DEFAULT_PY = (
     "import asyncio\nreads = await asyncio.gather(*[read(id=i) for i in ids])\n"
     "await write(id='w')\nprint(reads)"
 )
+
+
+INCLUDABLE = (
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+)
+"""What ``include`` takes (the SDK's ``ResponseIncludable``)."""
+CONTENT_PARTS = (
+    "input_text",
+    "input_image",
+    "output_text",
+    "refusal",
+    "input_file",
+    "computer_screenshot",
+    "summary_text",
+)
+"""The content part types an input message takes."""
+
+
+def _invalid_value(value: Any, supported: Sequence[str], param: str) -> Rejected:
+    """The API's answer to a value outside an enumeration."""
+    listed = ", ".join(f"'{v}'" for v in supported[:-1]) + f", and '{supported[-1]}'"
+    return Rejected(
+        400, f"Invalid value: '{value}'. Supported values are: {listed}.", "invalid_value", param
+    )
+
+
+def _check_values(body: dict[str, Any], items: list[dict[str, Any]]) -> None:
+    """Enumerated fields: each ``include`` entry, each content part type of an input message."""
+    for n, value in enumerate(body.get("include") or []):
+        if value not in INCLUDABLE:
+            raise _invalid_value(value, INCLUDABLE, f"include[{n}]")
+    for i, item in enumerate(items):
+        content = item.get("content")
+        if item.get("type", "message") != "message" or not isinstance(content, list):
+            continue
+        for k, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in CONTENT_PARTS:
+                raise _invalid_value(kind, CONTENT_PARTS, f"input[{i}].content[{k}]")
 
 
 def _text_of(output: Any) -> str:

@@ -90,7 +90,8 @@ async def test_a_saved_and_loaded_session_carries_the_provider_state_on(
     assert first.status == "done"
     recorded = [e.data for e in first.session.events if e.type == "assistant_message"]
     assert [r["provider"] for r in recorded] == [
-        {"style": server.style, "message": replayed(t, server.style)} for t in server.issued
+        {"style": server.style, "message": replayed(t, server.style), "endpoint": server.url}
+        for t in server.issued
     ]
     first.session.save(tmp_path / "session.jsonl")
     loaded = Session.load(tmp_path / "session.jsonl")

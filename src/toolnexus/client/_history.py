@@ -6,18 +6,22 @@ included). Given to a client of another style they are first read into the neutr
 (text, tool calls, tool results: what every style can carry) and rebuilt in the new style's
 shape; what only the old provider could read — thinking blocks, signatures, reasoning — stays
 behind, and so do content blocks the neutral transcript has no place for (images, documents).
+
+A fallback endpoint (``create_client(fallback=...)``) is a switch of the same kind within one
+style: `own_state_only` sends it its own turns as they came and every other endpoint's turns
+in their neutral form, since opaque state is only ever readable by the endpoint that made it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolnexus.client.styles import Style
 from toolnexus.client.styles._openai import FAILURE_MARK
 from toolnexus.scheduling._batch import parse_arguments
 
-__all__ = ["carried", "shape_of"]
+__all__ = ["carried", "own_state_only", "shape_of"]
 
 _RESPONSES_ITEMS = frozenset(
     {"function_call", "function_call_output", "reasoning", "program", "program_output"}
@@ -58,6 +62,73 @@ def carried(style: Style, history: list[dict[str, Any]]) -> list[dict[str, Any]]
         for message in history:
             neutral.extend(reader(message))
     return style.history(neutral)
+
+
+def own_state_only(
+    style: Style,
+    messages: Sequence[dict[str, Any]],
+    foreign: Callable[[dict[str, Any]], bool],
+) -> list[dict[str, Any]]:
+    """``messages`` (a transcript in ``style``'s shape) as ``style`` may be sent them: every
+    assistant turn for which ``foreign`` is true rebuilt from its neutral form (its text and
+    tool calls, what a switch of style carries), everything else the same objects.
+
+    Why: a turn's opaque state (Anthropic thinking signatures and server tool blocks, Responses
+    reasoning items with their encrypted content and item ids, Gemini thought signatures,
+    OpenRouter ``reasoning_details``) is signed or encrypted by the endpoint that made it;
+    another endpoint refuses it ("Invalid `signature`", "could not be verified") or, at best,
+    reads what was never its own. Plain-text reasoning on a Chat Completions message
+    (``reasoning_content``, ``reasoning``) is no secret and stays. Tool results and the
+    user's messages are neutral already.
+    """
+    family = style.family
+    out: list[dict[str, Any]] = []
+    turn: list[dict[str, Any]] = []  # the entries of a foreign turn, not yet rebuilt
+
+    def rebuild() -> None:
+        if not turn:
+            return
+        if family == "responses":
+            out.extend(style.history(_from_responses(turn)))
+        elif family == "anthropic":
+            out.extend(style.history([m for message in turn for m in _from_anthropic(message)]))
+        else:
+            for message in turn:
+                (rebuilt,) = style.history(_from_openai(message))
+                # plain-text reasoning is no endpoint's secret, and DeepSeek refuses a
+                # tool-call turn sent back without its reasoning_content
+                for key in _TEXT_REASONING:
+                    if isinstance(message.get(key), str):
+                        rebuilt[key] = message[key]
+                out.append(rebuilt)
+        turn.clear()
+
+    for message in messages:
+        if _said_by_the_model(family, message) and foreign(message):
+            turn.append(message)
+            continue
+        rebuild()
+        out.append(message)
+    rebuild()
+    return out
+
+
+_TEXT_REASONING = ("reasoning_content", "reasoning")
+"""Chat Completions reasoning fields that are plain text (DeepSeek and Kimi, vLLM and Ollama):
+kept when a turn is rebuilt for another endpoint, unlike signed or encrypted state."""
+
+
+def _said_by_the_model(family: str, message: Mapping[str, Any]) -> bool:
+    """Whether a transcript entry is (part of) an assistant turn: an assistant message, or a
+    Responses output item (anything but the user's, system's and tools' entries)."""
+    if family != "responses":
+        return message.get("role") == "assistant"
+    if message.get("type") == "function_call_output":
+        return False
+    return not (
+        message.get("role") in ("user", "system", "developer")
+        and message.get("type") in (None, "message")
+    )
 
 
 def _from_responses(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolnexus._json import encodable_data, encodable_text, json_problem
+from toolnexus.client._history import own_state_only
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -183,7 +185,12 @@ class _Run:
         self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
         self.decoded: dict[int, tuple[ToolCall, Any]] = {}  # id(call) -> (call, its arguments)
         self.ended: RunStatus | None = None  # set when the provider ended the run itself
-        self.state: dict[str, Any] = {}  # what later requests must carry (AssistantTurn.state)
+        # what later requests must carry (AssistantTurn.state), per endpoint: a container or
+        # a previous_response_id names something only the endpoint that made it has
+        self.states: dict[str, dict[str, Any]] = {}
+        # id(entry) -> (entry, endpoint) of each transcript entry a fallback endpoint made;
+        # every other entry (the history's included) counts as the primary endpoint's own
+        self.origins: dict[int, tuple[dict[str, Any], str]] = {}
 
     def result(self, status: RunStatus) -> RunResult:
         pending = []
@@ -255,28 +262,54 @@ class _Run:
             },
         )
 
-    def answered(self, reply: AssistantTurn) -> None:
+    def sent_to(self, style: Style) -> list[dict[str, Any]]:
+        """The transcript as ``style`` is sent it: as it is to the endpoint whose every turn
+        it holds, else with the other endpoints' turns in their neutral form (`own_state_only`:
+        a fallback is never sent another endpoint's opaque state, nor is the primary a
+        fallback's)."""
+        primary = self.config.style.endpoint
+        endpoint = style.endpoint
+        if endpoint == primary and not self.origins:
+            return self.messages
+        origins = self.origins
+
+        def foreign(entry: dict[str, Any]) -> bool:
+            made = origins.get(id(entry))
+            return (made[1] if made is not None and made[0] is entry else primary) != endpoint
+
+        return own_state_only(style, self.messages, foreign)
+
+    def state_for(self, style: Style) -> dict[str, Any]:
+        """What ``style``'s requests must carry: the state its own endpoint's turns left (a
+        fallback starts from the full transcript, never from another's response id)."""
+        return self.states.get(style.endpoint, {})
+
+    def answered(self, reply: AssistantTurn, by: Style | None = None) -> None:
         """Record a model response: the moment it is known, before its calls start (whole
         responses), so a log saved at any later moment holds the calls that may have run.
+        ``by``: the style that answered (a fallback's; else the client's own).
 
         A refused or cut-off response ends the run and never enters the transcript: sent
         again, it would only be refused again (the provider's advice is to leave it out).
         """
+        answering = by or self.config.style
         self.turns += 1
         self.usage.add(reply.usage)
         if self.config.meter is not None:
             self.config.meter.spend(reply.usage)
         self.text = reply.text
         # a bookkeeping record of the request (what it cost), for toolnexus.view
-        response = model_response(
-            self.turns, self.config.style.model, reply.usage, reply.stop_reason
-        )
+        response = model_response(self.turns, answering.model, reply.usage, reply.stop_reason)
         self.session._append_json("model_response", response)
         if reply.ending in ("refused", "context_window"):
             self.provider_stopped(reply)
             return
-        self.state.update(reply.state)
-        self.messages.extend(reply.transcript)
+        self.states.setdefault(answering.endpoint, {}).update(reply.state)
+        transcript = reply.transcript
+        self.messages.extend(transcript)
+        if answering.endpoint != self.config.style.endpoint:
+            for entry in transcript:
+                self.origins[id(entry)] = (entry, answering.endpoint)
         calls = []
         for call in reply.calls:
             entry = {"id": call.id, "name": call.name, "arguments": self.decode(call)}
@@ -284,9 +317,10 @@ class _Run:
                 entry["caller"] = dict(call.caller)
             calls.append(entry)
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
-        style = self.config.style
-        recorded = reply.recorded if style.keeps_state else None
-        data = assistant_message(reply.text, calls, recorded, style.family)
+        recorded = reply.recorded if answering.keeps_state else None
+        data = assistant_message(reply.text, calls, recorded, answering.family)
+        if "provider" in data:  # whose state it is: a later run sends it to that endpoint only
+            data["provider"]["endpoint"] = answering.endpoint
         self.session._append_json("assistant_message", data)
 
     def provider_stopped(self, reply: AssistantTurn) -> None:
@@ -651,14 +685,14 @@ async def _turn(
             for number, style in enumerate(styles, start=1):
                 try:
                     turn = await style.respond(
-                        run.messages,
+                        run.sent_to(style),
                         run.definitions,
                         stream=stream,
                         on_text=on_text,
                         on_call=on_call,
-                        on_complete=run.answered,
+                        on_complete=functools.partial(run.answered, by=style),
                         tool_choice=_tool_choice(run),
-                        state=run.state,
+                        state=run.state_for(style),
                     )
                 except ProviderError as exc:
                     if announced or number == len(styles) or not not_callers_fault(exc):

@@ -20,7 +20,16 @@ import anthropic
 
 from toolnexus._json import json_problem
 from toolnexus.client.styles._anthropic_cache import place_breakpoints
-from toolnexus.client.styles._base import AssistantTurn, Ending, OnCall, OnText, Style, Usage
+from toolnexus.client.styles._anthropic_wire import wire_messages
+from toolnexus.client.styles._base import (
+    AssistantTurn,
+    Ending,
+    OnCall,
+    OnText,
+    Style,
+    Usage,
+    system_text,
+)
 from toolnexus.client.styles._deltas import merge_delta
 from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
 from toolnexus.errors import ProviderError
@@ -60,6 +69,7 @@ class AnthropicStyle(Style):
         **Style.owned_params,
         "system": "create_client(system_prompt=...)",
     }
+    list_params = frozenset({"stop_sequences"})
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         """The tools as Messages declares them; with hosted code, the code execution tool
@@ -113,19 +123,23 @@ class AnthropicStyle(Style):
     ) -> dict[str, Any]:
         """The body: ``request_params`` travel as ``extra_body``, so every field reaches the
         server whatever the installed SDK knows; a conversation's system messages become
-        ``system``; prompt-cache breakpoints are placed on copies (the transcript keeps the
-        messages as they were)."""
+        ``system`` (their text, given as a string or as text blocks); what the API refuses on
+        input is mended (`wire_messages`) and prompt-cache breakpoints are placed, both on
+        copies (the transcript keeps the messages as they were)."""
         system: Any = self.system_prompt
         if any(m.get("role") == "system" for m in messages):
-            system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")
+            system = "\n\n".join(
+                system_text(m.get("content")) for m in messages if m.get("role") == "system"
+            )
             messages = [m for m in messages if m.get("role") != "system"]
+        body_params = self.body_params()
         params: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.request_params.get("max_tokens", DEFAULT_MAX_TOKENS),
-            "messages": messages,
+            "max_tokens": body_params.get("max_tokens", DEFAULT_MAX_TOKENS),
+            "messages": wire_messages(messages),
         }
-        if self.request_params:
-            params["extra_body"] = dict(self.request_params)
+        if body_params:
+            params["extra_body"] = body_params
         if system:
             params["system"] = system
         if tools:
@@ -404,7 +418,9 @@ def _turn(blocks: list[dict[str, Any]], usage: Usage, stop_reason: str | None) -
                 block = {k: v for k, v in block.items() if k != "input_text"}
                 block["input"] = _echo(call)
         content.append(block)
-    message = {"role": "assistant", "content": content or [{"type": "text", "text": ""}]}
+    # an empty turn (Claude's empty end_turn after tool results) stays empty: a request leaves
+    # it out (wire_messages), as the API refuses an empty text block
+    message = {"role": "assistant", "content": content}
     return AssistantTurn("".join(text_parts), calls, usage, stop_reason, message)
 
 
@@ -444,7 +460,7 @@ def _rebuilt(message: Mapping[str, Any]) -> dict[str, Any]:
                 "input": _echo(tool_call),
             }
         )
-    return {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
+    return {"role": "assistant", "content": blocks}
 
 
 def _echo(call: ToolCall) -> dict[str, Any]:

@@ -11,7 +11,8 @@ up to each ``cache_control`` breakpoint, so toolnexus marks, by default:
 
 The API's rules are kept: at most 4 breakpoints in all, counting the ones a caller put in
 ``request_params`` (a top-level ``cache_control``, the automatic breakpoint, which then takes
-the rolling one's place) or in the history; time-to-live never increasing in the order
+the rolling one's place) or in the history (on any block, those inside a ``tool_result``
+included); time-to-live never increasing in the order
 tools → system → messages. Breakpoints go on copies: the transcript, whose bytes a thinking
 signature is bound to, is never changed. Thinking blocks never carry one (the API does not
 allow it); the rolling breakpoint only ever goes on a user message.
@@ -63,14 +64,22 @@ def _ttl(marker: Any) -> str:
 
 
 def _markers(messages: list[dict[str, Any]]) -> list[Any]:
-    """The breakpoints the messages already carry (a caller's history may hold some)."""
-    return [
-        block["cache_control"]
-        for message in messages
-        if isinstance(message.get("content"), list)
-        for block in message["content"]
-        if isinstance(block, dict) and block.get("cache_control")
-    ]
+    """The breakpoints the messages already carry (a caller's history may hold some), those
+    on the blocks inside a ``tool_result``'s content included: the API counts every block."""
+    found: list[Any] = []
+    for message in messages:
+        _collect(message.get("content"), found)
+    return found
+
+
+def _collect(content: Any, found: list[Any]) -> None:
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict):
+            if block.get("cache_control"):
+                found.append(block["cache_control"])
+            _collect(block.get("content"), found)  # a tool_result's (or search_result's) blocks
 
 
 def _with_rolling_breakpoint(

@@ -37,6 +37,7 @@ __all__ = [
     "ToolChoice",
     "Usage",
     "WireOptions",
+    "system_text",
     "tls_context",
 ]
 
@@ -67,6 +68,20 @@ def _cut_off(base_url: str, arrived: str, exc: ProviderError) -> ProviderError:
         f"{what} (the answer was cut off; it was not retried, since part of it was used)",
         exc.detail,
     )
+
+
+def system_text(content: Any) -> str:
+    """A system message's content as the text a request sends: a string as it is, text
+    blocks (``[{"type": "text", "text": ...}]``) as their text, anything else as nothing."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, Mapping) and block.get("type") in ("text", "input_text", None)
+        )
+    return ""
 
 
 async def tls_context() -> ssl.SSLContext:
@@ -275,6 +290,10 @@ class Style:
     }
     """Request body fields the loop sets itself, each with the option that sets it instead:
     ``request_params`` naming one is refused before any request."""
+    list_params: frozenset[str] = frozenset()
+    """Body fields the API takes only as a list (Responses ``include``, Anthropic
+    ``stop_sequences``): a ``request_params`` string there is sent as a list of that one item
+    (`body_params`)."""
 
     def __init__(
         self,
@@ -299,6 +318,13 @@ class Style:
             weakref.WeakKeyDictionary()
         )
 
+    @property
+    def endpoint(self) -> str:
+        """Where this style's requests go (its base URL, without a trailing ``/``): the
+        endpoint whose turns' opaque state it may be sent (see ``create_client(fallback=...)``
+        and `recorded`)."""
+        return self.base_url.rstrip("/")
+
     def check_request_params(self, params: Mapping[str, Any]) -> None:
         """Refuse ``request_params`` that would take over what the loop sends.
 
@@ -312,6 +338,16 @@ class Style:
                     f"request_params may not set {key!r}: the tool loop sends it itself on "
                     f"every request; use {instead}."
                 )
+
+    def body_params(self) -> dict[str, Any]:
+        """``request_params`` as the body carries them (a copy): each of `list_params` given
+        as one string sent as a list of that string, never split into its letters, and never
+        refused for being a string where one item was meant."""
+        params = dict(self.request_params)
+        for key in self.list_params:
+            if isinstance(params.get(key), str):
+                params[key] = [params[key]]
+        return params
 
     async def sdk(self) -> Any:
         """The SDK client for the running event loop, made on first use.
@@ -542,10 +578,15 @@ class Style:
 
     def recorded(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
         """An assistant message of a neutral transcript as its provider sent it, when it was
-        recorded by a style of this one's `family` (a copy); else ``None``, and the style
-        rebuilds the message from its text and tool calls (what every style can carry)."""
+        recorded by a style of this one's `family` at this `endpoint` (a copy; a log that names
+        no endpoint counts as this one's); else ``None``, and the style rebuilds the message from
+        its text and tool calls (what every style can carry): another endpoint's opaque state
+        (a fallback's turn, say) is never sent here."""
         provider = message.get("provider")
         if not isinstance(provider, Mapping) or provider.get("style") != self.family:
+            return None
+        endpoint = provider.get("endpoint")
+        if isinstance(endpoint, str) and endpoint.rstrip("/") != self.endpoint:
             return None
         sent = provider.get("message")
         return copy.deepcopy(dict(sent)) if isinstance(sent, Mapping) else None

@@ -33,6 +33,7 @@ from toolnexus.client.styles._base import (
     OnText,
     Style,
     Usage,
+    system_text,
 )
 from toolnexus.client.styles._deltas import merge_delta, without_indexes
 from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
@@ -54,6 +55,8 @@ _ENDINGS: dict[str, Ending] = {
 }
 _RESPONSE_ONLY = frozenset({"annotations"})
 """Assistant message fields a response carries that a request may not."""
+_AUDIO_RESPONSE_ONLY = frozenset({"data", "expires_at", "transcript"})
+"""What a response's ``audio`` object has that the request's does not: it takes ``{"id"}``."""
 
 
 class OpenAIStyle(Style):
@@ -68,6 +71,7 @@ class OpenAIStyle(Style):
         **Style.owned_params,
         "stream_options": "nothing: the client asks for usage in every stream itself",
     }
+    list_params = frozenset({"modalities"})
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         return Toolkit(tools).to_openai()
@@ -120,7 +124,7 @@ class OpenAIStyle(Style):
     ) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": messages}
         if self.request_params:  # as body fields: any field reaches the server
-            params["extra_body"] = dict(self.request_params)
+            params["extra_body"] = self.body_params()
         if tools:
             params["tools"] = tools
             # Sent even as "auto" (OpenAI's own default): some servers (llama.cpp) treat a
@@ -379,6 +383,7 @@ def _as_request(message: dict[str, Any]) -> dict[str, Any]:
     }
     sent["role"] = "assistant"
     sent.setdefault("content", "")
+    _without_audio_data(sent)
     if sent.get("tool_calls"):
         sent["tool_calls"] = without_indexes(sent["tool_calls"])
     else:
@@ -414,7 +419,30 @@ def _choice(choice: str) -> Any:
 
 
 def _with_text_content(message: dict[str, Any]) -> dict[str, Any]:
-    """An assistant message of the history with ``content: null`` made ``""`` (see ``_turn``)."""
-    if message.get("role") == "assistant" and message.get("content") is None:
-        return {**message, "content": ""}
+    """A message of the history as a request takes it: an assistant message's ``content:
+    null`` (or ``[]``) made ``""`` (see ``_turn``) and its ``audio`` only its ``id``; a system
+    message given as text blocks sent as their text (the one form every compatible server
+    reads)."""
+    role = message.get("role")
+    content = message.get("content")
+    if role == "assistant":
+        audio = message.get("audio")
+        if content not in (None, []) and not (
+            isinstance(audio, dict) and _AUDIO_RESPONSE_ONLY & audio.keys()
+        ):
+            return message
+        # an empty list: another style's empty turn (an Anthropic one) carried as plain text
+        sent = {**message, "content": content if content not in (None, []) else ""}
+        _without_audio_data(sent)
+        return sent
+    if role in ("system", "developer") and isinstance(content, list):
+        return {**message, "content": system_text(content)}
     return message
+
+
+def _without_audio_data(message: dict[str, Any]) -> None:
+    """An assistant message's ``audio`` as a request takes it back (``{"id"}``; the response's
+    ``data``, ``expires_at`` and ``transcript`` are refused), in place."""
+    audio = message.get("audio")
+    if isinstance(audio, dict) and _AUDIO_RESPONSE_ONLY & audio.keys():
+        message["audio"] = {k: v for k, v in audio.items() if k not in _AUDIO_RESPONSE_ONLY}

@@ -34,6 +34,7 @@ from toolnexus.client.styles._base import (
     OnText,
     Style,
     Usage,
+    system_text,
 )
 from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
 from toolnexus.client.styles._openai import FAILURE_MARK
@@ -69,6 +70,7 @@ class ResponsesStyle(Style):
         "store": "create_client(store=...)",
         "previous_response_id": "create_client(store=True), which threads it itself",
     }
+    list_params = frozenset({"include"})
     store = False
     """Whether the server keeps each response (``previous_response_id``) instead of the client
     replaying every item (set by ``create_client(store=...)``)."""
@@ -88,7 +90,9 @@ class ResponsesStyle(Style):
         return [{"type": "programmatic_tool_calling"}, *definitions]
 
     def opening(self, history: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
-        return [*history, {"role": "user", "content": prompt}]
+        """The history (a system message given as text blocks sent as its text: the API's
+        message parts are ``input_text``, never ``text``), then the prompt."""
+        return [*map(_with_system_text, history), {"role": "user", "content": prompt}]
 
     def history(self, transcript: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -127,14 +131,15 @@ class ResponsesStyle(Style):
             params["previous_response_id"] = (state or {})["previous_response_id"]
             items = messages[known:]
         params["input"] = items
-        include = list(self.request_params.get("include") or [])
+        body_params = self.body_params()
+        include = list(body_params.pop("include", None) or [])
         if not self.store and _ENCRYPTED_REASONING not in include:
             include.append(_ENCRYPTED_REASONING)
         if include:
             params["include"] = include
         if self.system_prompt and not any(m.get("role") == "system" for m in messages):
             params["instructions"] = self.system_prompt
-        extra = {k: v for k, v in self.request_params.items() if k != "include"}
+        extra = body_params
         if extra:
             params["extra_body"] = extra
         if tools:
@@ -462,3 +467,9 @@ def _choice(choice: str) -> Any:
     if choice in CHOICE_WORDS:
         return choice
     return {"type": "function", "name": choice}
+
+
+def _with_system_text(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("role") in ("system", "developer") and isinstance(message.get("content"), list):
+        return {**message, "content": system_text(message["content"])}
+    return message
