@@ -79,3 +79,57 @@ async def settle_loop(turns: int = 20) -> None:
 
 RuntimeFactory = Callable[..., "CodeRuntime"]
 """``make_runtime(**budgets)``: a runtime of the test's language, closed after the test."""
+
+
+class ToolsOwnBaseException(BaseException):
+    """A BaseException a tool raises that is neither the host's exit nor a cancellation."""
+
+
+RAISERS = ["sync_stop", "async_stop", "sync_base", "async_base", "sync_exit", "self_cancel"]
+"""The tools of `raising_tools` that fail in a way a plain ``except Exception`` misses."""
+
+
+def raising_tools() -> list[Tool]:
+    """Tools with everyday bugs past ``Exception`` (each named in `RAISERS`), and ``fine``."""
+    from toolnexus import tool
+
+    @tool(hints=ToolHints(read_only=True))
+    def sync_stop() -> str:
+        """next() of an empty iterator, in a sync tool."""
+        return next(iter([]))
+
+    @tool(hints=ToolHints(read_only=True))
+    async def async_stop() -> str:
+        """The same in an async tool."""
+        return next(iter([]))
+
+    @tool
+    def sync_base() -> str:
+        """A BaseException subclass from a thread."""
+        raise ToolsOwnBaseException("sync base")
+
+    @tool
+    async def async_base() -> str:
+        """A BaseException subclass on the loop."""
+        raise ToolsOwnBaseException("async base")
+
+    @tool
+    def sync_exit() -> str:
+        """sys.exit() on the tool's own thread."""
+        raise SystemExit(3)
+
+    @tool
+    async def self_cancel() -> str:
+        """Cancels its own task."""
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(1)
+        return "not reached"
+
+    @tool(hints=ToolHints(read_only=True))
+    async def fine(x: str = "fine") -> str:
+        """Answers x."""
+        return x
+
+    return [sync_stop, async_stop, sync_base, async_base, sync_exit, self_cancel, fine]

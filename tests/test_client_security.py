@@ -18,6 +18,7 @@ from frontier_endpoint import TOOL_ID, FrontierEndpoint, lookup, start
 from frontier_endpoint import Step as FrontierStep
 from frontier_endpoint import client_for as frontier_client
 from frontier_endpoint import run as frontier_run
+from helpers import RAISERS, raising_tools
 from raw_endpoint import RawEndpoint, as_json, as_sse
 from responses_endpoint import Endpoint as ResponsesEndpoint
 from responses_endpoint import Step as ResponsesStep
@@ -275,55 +276,10 @@ def test_an_in_process_model_s_unwritable_arguments_fail_that_call(
 # -- whatever a tool raises is that call's error: native batches and agent runs -------------------
 
 
-class _ToolsOwnBaseException(BaseException):
-    """Neither the host's exit nor a cancellation."""
-
-
-def _raisers() -> list[Tool]:
-    @tool(hints=ToolHints(read_only=True))
-    def sync_stop() -> str:
-        """next() of an empty iterator, in a sync tool."""
-        return next(iter([]))
-
-    @tool(hints=ToolHints(read_only=True))
-    async def async_stop() -> str:
-        """The same in an async tool."""
-        return next(iter([]))
-
-    @tool
-    def sync_base() -> str:
-        """A BaseException subclass from a thread."""
-        raise _ToolsOwnBaseException("sync base")
-
-    @tool
-    async def async_base() -> str:
-        """A BaseException subclass on the loop."""
-        raise _ToolsOwnBaseException("async base")
-
-    @tool
-    def sync_exit() -> str:
-        """sys.exit() on the tool's own thread."""
-        raise SystemExit(3)
-
-    @tool
-    async def self_cancel() -> str:
-        """Cancels its own task."""
-        task = asyncio.current_task()
-        assert task is not None
-        task.cancel()
-        await asyncio.sleep(1)
-        return "not reached"
-
-    return [sync_stop, async_stop, sync_base, async_base, sync_exit, self_cancel, echo]
-
-
-RAISERS = ["sync_stop", "async_stop", "sync_base", "async_base", "sync_exit", "self_cancel"]
-
-
 @pytest.mark.parametrize("name", RAISERS)
 async def test_whatever_a_tool_raises_is_that_calls_error_in_a_batch(name: str) -> None:
-    calls = [ToolCall("c1", name, {}), ToolCall("c2", "echo", {"x": "after"})]
-    outcomes = await asyncio.wait_for(run_batch(calls, _raisers()), 10)
+    calls = [ToolCall("c1", name, {}), ToolCall("c2", "fine", {"x": "after"})]
+    outcomes = await asyncio.wait_for(run_batch(calls, raising_tools()), 10)
     assert outcomes[0].error is not None and outcomes[0].error["tool"] == name
     assert outcomes[0].error["message"]
     assert outcomes[1].value == "after"
@@ -332,10 +288,10 @@ async def test_whatever_a_tool_raises_is_that_calls_error_in_a_batch(name: str) 
 @pytest.mark.parametrize("name", RAISERS)
 async def test_whatever_a_tool_raises_is_that_calls_error_in_a_run(name: str) -> None:
     model = ScriptedModel(
-        [[ToolCall("c1", name, {}), ToolCall("c2", "echo", {"x": "after"})], "done"]
+        [[ToolCall("c1", name, {}), ToolCall("c2", "fine", {"x": "after"})], "done"]
     )
     client = create_client(model=model, code_mode="native")
-    result = await asyncio.wait_for(client.run("go", tools=_raisers()), 10)
+    result = await asyncio.wait_for(client.run("go", tools=raising_tools()), 10)
     assert result.status == "done" and result.text == "done"
     first, second = result.tool_calls
     assert first.name == name and first.is_error and first.output

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from helpers import RAISERS, raising_tools
 from toolnexus.codemode import render_sdk, run_program
 from toolnexus.codemode.runtimes import MontyRuntime, V8Runtime
 from toolnexus.tools import Tool
@@ -597,59 +598,7 @@ async def test_the_subscript_form_is_type_checked_before_any_call(
 # -- whatever a tool raises, the program is answered -----------------------------------------------
 
 
-class _ToolsOwnBaseException(BaseException):
-    """A BaseException that is neither the host's exit nor a cancellation."""
-
-
-def _raising_tools() -> list[Any]:
-    from toolnexus import ToolHints, tool
-
-    @tool(hints=ToolHints(read_only=True))
-    def sync_stop() -> str:
-        """A sync tool with an everyday bug: next() of an empty iterator."""
-        return next(iter([]))
-
-    @tool(hints=ToolHints(read_only=True))
-    async def async_stop() -> str:
-        """The same bug in an async tool."""
-        return next(iter([]))
-
-    @tool
-    def sync_base() -> str:
-        """A sync tool raising a BaseException subclass."""
-        raise _ToolsOwnBaseException("sync base")
-
-    @tool
-    async def async_base() -> str:
-        """An async tool raising a BaseException subclass."""
-        raise _ToolsOwnBaseException("async base")
-
-    @tool
-    def sync_exit() -> str:
-        """A sync tool calling sys.exit() on its own thread."""
-        raise SystemExit(3)
-
-    @tool
-    async def self_cancel() -> str:
-        """An async tool that cancels its own task."""
-        task = asyncio.current_task()
-        assert task is not None
-        task.cancel()
-        await asyncio.sleep(1)
-        return "not reached"
-
-    @tool(hints=ToolHints(read_only=True))
-    async def fine() -> str:
-        """Answers."""
-        return "fine"
-
-    return [sync_stop, async_stop, sync_base, async_base, sync_exit, self_cancel, fine]
-
-
-RAISING = ["sync_stop", "async_stop", "sync_base", "async_base", "sync_exit", "self_cancel"]
-
-
-@pytest.mark.parametrize("name", RAISING)
+@pytest.mark.parametrize("name", RAISERS)
 async def test_whatever_a_tool_raises_the_program_gets_an_error_and_goes_on(
     make_runtime: Any, name: str
 ) -> None:
@@ -664,7 +613,7 @@ async def test_whatever_a_tool_raises_the_program_gets_an_error_and_goes_on(
             f"let r = 'no error'; try {{ await tools.{name}({{}}) }} catch (e) "
             "{ r = e.tool + ': ' + e.message } return [r, await tools.fine({})]"
         )
-    out = await asyncio.wait_for(run_program(code, _raising_tools(), runtime=runtime), 15)
+    out = await asyncio.wait_for(run_program(code, raising_tools(), runtime=runtime), 15)
     assert "result" in out, out  # answered at once, not held to the budget
     caught, after = out["result"]
     assert caught != "no error" and (runtime.language == "python" or caught.startswith(name))
