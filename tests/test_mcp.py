@@ -516,3 +516,46 @@ async def test_a_changed_tool_list_is_listed_again() -> None:
         fresh = next(t for t in tools if t.name == "s_fresh")
         assert await fresh.invoke({}) == "I am fresh"
     assert changed
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses", "openai"])
+async def test_images_reach_the_model_as_images_where_the_style_takes_them(style: str) -> None:
+    from fake_provider import FakeProvider, Turn
+    from test_client import client_for
+
+    provider = FakeProvider().start()
+    try:
+        provider.script(Turn(calls=[("call_1", "r_parts", {})]), Turn(text="seen"))
+        async with mcp_servers({"r": raw()}) as tools:
+            parts = next(t for t in tools if t.name == "r_parts")
+            result = await client_for(provider, style).run("look", tools=[parts])
+        assert result.text == "seen"
+        body = provider.requests[1]
+    finally:
+        provider.stop()
+    png = "data:image/png;base64,"
+    if style == "anthropic":
+        (block,) = [
+            b
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+        kinds = [piece["type"] for piece in block["content"]]
+        assert kinds == ["text", "image", "text"]
+        assert block["content"][1]["source"]["media_type"] == "image/png"
+        assert block["content"][0]["text"] == "hello"
+        assert "[audio audio/wav, 44 bytes]" in block["content"][2]["text"]
+    elif style == "responses":
+        (item,) = [i for i in body["input"] if i.get("type") == "function_call_output"]
+        assert [piece["type"] for piece in item["output"]] == [
+            "input_text",
+            "input_image",
+            "input_text",
+        ]
+        assert item["output"][1]["image_url"].startswith(png)
+    else:  # chat completions: tool messages are text, so the image is its one-line description
+        (message,) = [m for m in body["messages"] if m.get("role") == "tool"]
+        assert "[image image/png, 68 bytes]" in message["content"]
+        assert png not in json.dumps(body)

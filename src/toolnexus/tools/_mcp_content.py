@@ -28,11 +28,15 @@ from typing import Any
 
 __all__ = [
     "CONTENT_RESULT_SCHEMA",
+    "IMAGE_TYPES",
     "MAX_IMAGE_BYTES_FOR_MODEL",
     "ContentParts",
     "call_value",
     "describe_part",
 ]
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The media types of images the providers take in a tool result (Anthropic, Responses)."""
 
 MAX_IMAGE_BYTES_FOR_MODEL = 5 * 1024 * 1024
 """Images larger than this (decoded) reach a model as their one-line description only: the
@@ -89,10 +93,36 @@ class ContentParts(list[dict[str, Any]]):
         for index, part in enumerate(self):
             if part.get("type") != "image" or not isinstance(part.get("mimeType"), str):
                 continue
+            if part["mimeType"] not in IMAGE_TYPES:
+                continue
             size = _decoded_size(part.get("data"))
             if size is not None and size <= MAX_IMAGE_BYTES_FOR_MODEL:
                 shown.append((index, part))
         return shown
+
+    def model_blocks(self) -> list[tuple[str, str, str]] | None:
+        """What a model whose tool results take images reads, in order: ``("text", text,
+        "")`` and ``("image", media_type, base64_data)`` pieces (adjacent texts joined, other
+        parts as their `describe_part` line); ``None`` when no part shows as an image (the
+        result is then `model_text`)."""
+        shown = dict(self.images())
+        if not shown:
+            return None
+        pieces: list[tuple[str, str, str]] = []
+        texts: list[str] = []
+        for index, part in enumerate(self):
+            if index in shown:
+                if texts:
+                    pieces.append(("text", "\n".join(texts), ""))
+                    texts = []
+                pieces.append(("image", part["mimeType"], part["data"]))
+            elif part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                texts.append(describe_part(part))
+        if texts:
+            pieces.append(("text", "\n".join(texts), ""))
+        return pieces
 
 
 def _decoded_size(data: Any) -> int | None:
