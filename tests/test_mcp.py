@@ -559,3 +559,35 @@ async def test_images_reach_the_model_as_images_where_the_style_takes_them(style
         (message,) = [m for m in body["messages"] if m.get("role") == "tool"]
         assert "[image image/png, 68 bytes]" in message["content"]
         assert png not in json.dumps(body)
+
+
+def test_handler_auth_and_task_settings_are_checked() -> None:
+    with pytest.raises(
+        ConfigurationError, match="'x': elicitation_handler must be an async callable"
+    ):
+        parse_config({"x": {"command": "s", "elicitation_handler": "ask"}})
+    with pytest.raises(ConfigurationError, match="'x': roots must be a list of file:// URIs"):
+        parse_config({"x": {"command": "s", "roots": ["https://h"]}})
+    with pytest.raises(ConfigurationError, match="'x': task_calls must be"):
+        parse_config({"x": {"command": "s", "task_calls": "always"}})
+    with pytest.raises(ConfigurationError, match="'x': auth needs a url"):
+        parse_config({"x": {"command": "s", "auth": {"headless": True}}})
+    (server,) = parse_config(
+        {
+            "x": {
+                "url": "http://h/mcp",
+                "auth": {"client_secret": "s3cr3t-value"},
+                "headers": {"authorization": "Bearer t0ken-value"},
+            }
+        }
+    )
+    assert "s3cr3t" not in repr(server) and "t0ken" not in repr(server)
+
+
+async def test_a_malformed_auth_setting_is_a_named_failure() -> None:
+    config = {"x": {"url": "http://127.0.0.1:9/mcp", "auth": {"grant": "password"}}}
+    async with mcp_servers(config) as tools:
+        assert "auth.grant must be" in tools.failures["x"]
+    config = {"x": {"url": "http://127.0.0.1:9/mcp", "auth": {"client_id": "a"}}}
+    async with mcp_servers(config) as tools:
+        assert "needs a redirect_handler and a callback_handler" in tools.failures["x"]
