@@ -10,7 +10,8 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import ImageContent, SamplingMessage, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("test-server")
 state = {"active": 0, "peak": 0}
@@ -64,6 +65,66 @@ async def grow(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description=f"A tool added while running: {name}.")
     await ctx.session.send_tool_list_changed()
     return f"grew {name}"
+
+
+class Order(BaseModel):
+    """What ``ask`` asks for: a form with two defaults."""
+
+    dish: str
+    size: str = "large"
+    count: int = 2
+
+
+@server.tool()
+async def ask(ctx: Context) -> dict[str, object]:
+    """Asks the user for an order (form elicitation) and returns the answer."""
+    answer = await ctx.elicit("What would you like?", Order)
+    data = answer.data.model_dump() if answer.action == "accept" and answer.data else None
+    return {"action": answer.action, "data": data}
+
+
+@server.tool()
+async def sample(prompt: str, ctx: Context) -> str:
+    """Asks the client's model (sampling) and returns its text."""
+    reply = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=50,
+        related_request_id=ctx.request_id,
+    )
+    content = reply.content
+    return content.text if isinstance(content, TextContent) else str(content)
+
+
+@server.tool()
+async def roots(ctx: Context) -> list[str]:
+    """The client's roots."""
+    listed = await ctx.session.list_roots()
+    return [str(root.uri) for root in listed.roots]
+
+
+@server.tool()
+def capabilities(ctx: Context) -> dict[str, object]:
+    """What the client declared."""
+    declared = ctx.client_capabilities
+    return declared.model_dump(by_alias=True, exclude_none=True) if declared else {}
+
+
+@server.tool()
+async def progress(steps: int, ctx: Context) -> str:
+    """Reports ``steps`` progress notifications, then finishes."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return "done"
+
+
+@server.tool()
+def image(megabytes: int) -> list[ImageContent]:
+    """One PNG-typed image part of about ``megabytes`` MB (its base64 data is all "A")."""
+    return [
+        ImageContent(
+            type="image", data="A" * (megabytes * 1024 * 1024 // 3 * 4), mime_type="image/png"
+        )
+    ]
 
 
 @server.tool()

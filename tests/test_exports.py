@@ -70,7 +70,11 @@ EXPECTED = {
     toolnexus.tools.builtins: [
         "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
     ],
-    toolnexus.tools.mcp: ["McpTools", "ServerConfig", "mcp_servers", "parse_config"],
+    toolnexus.tools.mcp: [
+        "MAX_LIST_PAGES", "ContentParts", "FileTokenStorage", "McpTools", "MemoryTokenStorage",
+        "ServerConfig", "describe_part", "headless_authorization", "list_all", "mcp_servers",
+        "oauth_provider", "parse_config",
+    ],
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
     toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [

@@ -29,15 +29,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Any, TextIO
 
 from toolnexus.errors import ConfigurationError
+from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, parse_config
+from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
+from toolnexus.tools._mcp_handlers import callbacks, session_class
+from toolnexus.tools._mcp_tasks import call_as_task
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
-__all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
+__all__ = ["MAX_LIST_PAGES", "McpTools", "ServerConfig", "list_all", "mcp_servers", "parse_config"]
 
 logger = logging.getLogger("toolnexus.mcp")
 
 MAX_NAME = 64
+MAX_LIST_PAGES = 100
+"""The most pages one listing (``tools/list``, ``resources/list``, ``prompts/list``) may take:
+a server still paging after that fails with an error naming it, never a partial list."""
+MAX_MESSAGE_BYTES = 100 * 1024 * 1024
+"""The largest server message read over streamable HTTP (one event of its SSE stream): a
+50 MB image is 67 MB of base64. A larger message fails its call, with a message saying so."""
 
 
 def _declaration(arg_names: dict[str, tuple[str, ...]]) -> ResourcesFunction:
@@ -192,33 +202,62 @@ def _hints(server: ServerConfig, tool: Any) -> ToolHints | None:
 
 
 def _result(result: Any) -> Any:
-    """A ``CallToolResult`` as a value (or a failing ToolResult)."""
-    texts = [getattr(part, "text", None) for part in result.content or []]
-    text = "\n".join(t for t in texts if t is not None)
-    if result.is_error:
-        return ToolResult(output=text or "the MCP tool reported an error", is_error=True)
-    structured = result.structured_content
-    if structured is not None:
-        # a tool returning a plain value has it wrapped as {"result": value}: unwrap it
-        if isinstance(structured, dict) and list(structured) == ["result"]:
-            return structured["result"]
-        return structured
-    others = [p for p in result.content or [] if getattr(p, "text", None) is None]
-    if others and not text:
-        return [p.model_dump(mode="json", exclude_none=True) for p in others]
-    return text
+    """A ``CallToolResult`` as a value (see `call_value`: every content part is kept), or a
+    failing ToolResult."""
+    value, metadata, failed = call_value(result)
+    if failed or metadata is not None:
+        return ToolResult(output=value, is_error=failed, metadata=metadata)
+    return value
 
 
 def _output_schema(schema: Any) -> dict[str, Any] | None:
     """The type of what a call returns, from the tool's ``outputSchema``: a plain value is sent
     wrapped as ``{"result": value}`` and unwrapped by `_result`, so its type is unwrapped too."""
     if not isinstance(schema, dict):
-        return None
+        return dict(CONTENT_RESULT_SCHEMA)  # its text, or its content parts
     properties = schema.get("properties")
     if isinstance(properties, dict) and list(properties) == ["result"]:
         inner = properties["result"]
         return dict(inner) if isinstance(inner, dict) else None
     return dict(schema)
+
+
+def _task_support(tool: Any) -> str:
+    execution = getattr(tool, "execution", None)
+    return getattr(execution, "task_support", None) or "forbidden"
+
+
+async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
+    """Every item of a listing (``kind``: ``"tools"``, ``"resources"``, ``"prompts"`` or
+    ``"resource_templates"``), following ``nextCursor`` to the end.
+
+    Raises:
+        ConnectionError: the server paged past `MAX_LIST_PAGES`, or sent a cursor it had sent
+            before (its list would never end), naming the server.
+    """
+    from mcp.types import PaginatedRequestParams
+
+    method = getattr(session, f"list_{kind}")
+    items: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page_number in range(1, MAX_LIST_PAGES + 1):
+        page = await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        items.extend(getattr(page, kind))
+        cursor = page.next_cursor
+        if cursor is None:
+            return items
+        if cursor in seen:
+            raise ConnectionError(
+                f"MCP server {server!r} sent a {kind}/list cursor it had sent before (page "
+                f"{page_number}, {len(items)} items so far): its list never ends, so none of "
+                "it was taken"
+            )
+        seen.add(cursor)
+    raise ConnectionError(
+        f"MCP server {server!r} was still paging {kind}/list after {MAX_LIST_PAGES} pages "
+        f"({len(items)} items): none of it was taken"
+    )
 
 
 def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
@@ -230,8 +269,12 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
             f"another tool has the name {tool_name(server.name, remote)}.) {description}"
         ).strip()
 
-    async def execute(args: dict[str, Any]) -> Any:
-        return _result(await link.call(remote, args))
+    as_task = _task_support(tool) == "required" or (
+        server.task_calls == "optional" and _task_support(tool) == "optional"
+    )
+
+    async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
+        return _result(await link.call(remote, args, as_task=as_task, ctx=ctx))
 
     schema = dict(tool.input_schema or {"type": "object"})
     schema.setdefault("type", "object")
@@ -259,12 +302,17 @@ def _server_log() -> TextIO:
 
 
 async def _open(
-    stack: contextlib.AsyncExitStack, server: ServerConfig, on_message: Any = None
+    stack: contextlib.AsyncExitStack,
+    server: ServerConfig,
+    on_message: Any = None,
+    secrets: Secrets | None = None,
 ) -> Any:
     """Enter the server's transport and session; the initialised session. ``on_message``
-    receives the server's notifications."""
-    from mcp import ClientSession, StdioServerParameters
+    receives the server's notifications; ``secrets`` learns the server's secrets."""
+    from mcp import StdioServerParameters
 
+    secrets = secrets if secrets is not None else Secrets()
+    secrets.add(*server.headers.values())
     if server.transport == "stdio":
         from mcp.client.stdio import stdio_client
 
@@ -272,24 +320,40 @@ async def _open(
             command=server.command or "", args=list(server.args), env=server.env, cwd=server.cwd
         )
         read, write = await stack.enter_async_context(stdio_client(parameters, _server_log()))
-    elif server.transport == "sse":
-        from mcp.client.sse import sse_client
-
-        assert server.url is not None
-        read, write = await stack.enter_async_context(
-            sse_client(server.url, headers=server.headers, timeout=server.connect_timeout)
-        )
     else:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
         assert server.url is not None
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=server.headers))
-        read, write = await stack.enter_async_context(
-            streamable_http_client(server.url, http_client=http)
-        )
+        auth = server.auth
+        if isinstance(auth, Mapping):
+            auth = oauth_provider(server.name, server.url, auth, secrets)
+        if server.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            read, write = await stack.enter_async_context(
+                sse_client(
+                    server.url, headers=server.headers, timeout=server.connect_timeout, auth=auth
+                )
+            )
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=server.headers, auth=auth)
+            )
+            read, write = await stack.enter_async_context(
+                streamable_http_client(
+                    server.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
+                )
+            )
+    answers = callbacks(
+        server.name,
+        elicitation=server.elicitation_handler,
+        sampling=server.sampling_handler,
+        roots=server.roots,
+        timeout=server.handler_timeout,
+    )
     session = await stack.enter_async_context(
-        ClientSession(read, write, message_handler=on_message)
+        session_class()(read, write, message_handler=on_message, **answers)
     )
     await session.initialize()
     return session
@@ -307,6 +371,7 @@ class _Link:
 
     def __init__(self, server: ServerConfig) -> None:
         self.server = server
+        self.secrets = Secrets()  # what to scrub from any text about this server
         self.session: Any = None
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
@@ -329,18 +394,27 @@ class _Link:
                 f"no answer within {self.server.connect_timeout:g} s (connect_timeout)"
             ) from None
 
-    async def call(self, name: str, args: dict[str, Any]) -> Any:
-        """The server's answer to one ``tools/call``.
+    async def call(
+        self, name: str, args: dict[str, Any], *, as_task: bool = False, ctx: Any = None
+    ) -> Any:
+        """The server's answer to one ``tools/call`` (run as a task when ``as_task``), asking
+        for progress (see `_progress`).
 
         Raises:
             ConnectionError: the server is gone, or it sent a message that could not be read
                 while the call waited (see `_unreadable`).
+            TaskFailed: a task ended without a result.
         """
         if self.gone is not None:
             raise ConnectionError(f"MCP server {self.server.name!r} is gone: {self.gone}")
         unreadable: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.add(unreadable)
-        request = asyncio.ensure_future(self.session.call_tool(name, args))
+        progress = self._progress(name, getattr(ctx, "session", None))
+        if as_task:
+            sent = call_as_task(self.session, self.server.name, name, args, progress)
+        else:
+            sent = self._call_driven(name, args, progress)
+        request = asyncio.ensure_future(sent)
         request.add_done_callback(_retrieved)
         try:
             await asyncio.wait({request, unreadable}, return_when=asyncio.FIRST_COMPLETED)
@@ -349,12 +423,75 @@ class _Link:
             if not request.done():
                 request.cancel()  # the SDK tells the server the request is abandoned
         if not unreadable.done() or (request.done() and not request.cancelled()):
-            return request.result()
+            try:
+                return request.result()
+            except Exception as exc:
+                if _plain(exc):  # rebuilt with the server's secrets scrubbed from its message
+                    raise type(exc)(self.secrets.redact(str(exc))) from None
+                raise
         raise ConnectionError(
             f"MCP server {self.server.name!r} sent a message that could not be read while "
             f"this call waited ({unreadable.result()}); it may have been this call's answer, "
             "so the call failed (its outcome on the server is unknown)"
         )
+
+    async def _call_driven(self, name: str, args: dict[str, Any], progress: Any) -> Any:
+        """``tools/call``, with a server's ``InputRequiredResult`` (SEP-2322) answered through
+        the same handlers as its requests, by the SDK's own driver."""
+        from mcp.client._input_required import run_input_required_driver
+        from mcp.client.session import ClientRequestContext
+
+        session = self.session
+
+        async def retry(responses: Any, state: str | None) -> Any:
+            return await session.call_tool(
+                name,
+                args,
+                progress_callback=progress,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+
+        async def dispatch(key: str, request: Any) -> Any:
+            meta = request.params.meta if request.params else None
+            context = ClientRequestContext(session=session, request_id=key, meta=meta)
+            return await session.dispatch_input_request(context, request)
+
+        first = await retry(None, None)
+        if type(first).__name__ != "InputRequiredResult":
+            return first
+        return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+
+    def _progress(self, tool: str, log: Any) -> Any:
+        """A progress callback for one call of ``tool`` (it makes the SDK send a
+        ``progressToken``): each notification goes to the server's ``on_progress``, the
+        session log (a bookkeeping ``mcp_progress`` event, never a message) and the log."""
+        server = self.server
+
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            logger.debug(
+                "MCP server %r: %s progress %s/%s %s", server.name, tool, progress, total, message
+            )
+            if log is not None:
+                with contextlib.suppress(Exception):
+                    log.log_event(
+                        "mcp_progress",
+                        {
+                            "server": server.name,
+                            "tool": tool,
+                            "progress": progress,
+                            "total": total,
+                            "message": message,
+                        },
+                    )
+            if server.on_progress is not None:
+                try:
+                    await server.on_progress(server.name, tool, progress, total, message)
+                except Exception:
+                    logger.exception("the on_progress hook of MCP server %r failed", server.name)
+
+        return progressed
 
     def _unreadable(self, problem: Exception) -> None:
         """The transport could not parse a message of the server (the SDK hands the parse
@@ -396,12 +533,12 @@ class _Link:
     async def _hold(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                self.session = await _open(stack, self.server, self._notified)
-                listed = await self.session.list_tools()
-                self._ready.set_result(listed.tools)
+                self.session = await _open(stack, self.server, self._notified, self.secrets)
+                listed = await list_all(self.session, self.server.name)
+                self._ready.set_result(listed)
                 await self._close.wait()
         except BaseException as exc:
-            self.gone = _why(exc)
+            self.gone = self.secrets.redact(_why(exc))
             if not self._ready.done():
                 self._ready.set_exception(ConnectionError(self.gone))
                 self._ready.exception()  # retrieved: tools() reports it
@@ -414,15 +551,24 @@ class _Link:
 def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
     async def relist() -> None:
         try:
-            listed = await link.session.list_tools()
+            listed = await asyncio.wait_for(
+                list_all(link.session, link.server.name), link.server.connect_timeout
+            )
         except Exception as exc:
             logger.warning(
-                "MCP server %r: listing its changed tools failed: %s", link.server.name, exc
+                "MCP server %r: listing its changed tools failed: %s",
+                link.server.name,
+                link.secrets.redact(_why(exc)),
             )
             return
-        await tools._replace(link, listed.tools)
+        await tools._replace(link, listed)
 
     return relist
+
+
+def _plain(exc: Exception) -> bool:
+    """Whether ``exc`` can be rebuilt from its message alone (to redact it)."""
+    return type(exc) in (ConnectionError, RuntimeError, ValueError, TimeoutError)
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
@@ -486,8 +632,9 @@ async def mcp_servers(
         listings = await asyncio.gather(*(link.tools() for link in links), return_exceptions=True)
         for link, listed in zip(links, listings, strict=True):
             if isinstance(listed, BaseException):
-                tools.failures[link.server.name] = _why(listed)
-                logger.warning("MCP server %r did not connect: %s", link.server.name, listed)
+                why = link.secrets.redact(_why(listed))
+                tools.failures[link.server.name] = why
+                logger.warning("MCP server %r did not connect: %s", link.server.name, why)
                 continue
             tools._add(link, listed)
             link.on_tools_changed = _relister(tools, link)

@@ -10,7 +10,7 @@ the standard ones (``disabled``, ``autoApprove``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_HANDLER_TIMEOUT = 300.0
+"""Seconds a user's elicitation or sampling handler may take (a person may be answering)."""
 DEFAULT_CALL_TIMEOUT = 120.0
 """Seconds an upstream call may take when its server sets no ``timeout``: a server that
 never answers fails the call instead of holding it (and its program) forever."""
@@ -53,6 +55,22 @@ class ServerConfig:
             it reads and writes: ``{"edit_file": {"writes_arg": "path"}}`` (a name or a list
             of names; an argument holding a list of strings gives one key per item). Calls on
             different keys overlap; see [`Resources`][toolnexus.tools.Resources].
+        elicitation_handler: ``await handler(context, params)`` answering the server's
+            ``elicitation/create`` (the SDK's ``ElicitationFnT``: an ``ElicitResult`` or an
+            ``ErrorData``). Given: the elicitation capability is declared (URL mode too when
+            its ``params`` annotation admits ``ElicitRequestURLParams``).
+        sampling_handler: ``await handler(context, params)`` answering the server's
+            ``sampling/createMessage`` (the SDK's ``SamplingFnT``). Given: sampling is declared.
+        roots: The roots offered to the server (``file://`` URIs, or the SDK's ``Root``).
+            Given (even empty): the roots capability is declared.
+        handler_timeout: Seconds a handler may take before the server is answered with an
+            error (default 300).
+        on_progress: ``await on_progress(server, tool, progress, total, message)`` for each
+            progress notification of a call.
+        task_calls: ``"required"`` (default): tools whose ``execution.taskSupport`` is
+            ``required`` are called as tasks; ``"optional"``: those that allow it too.
+        auth: For an HTTP server: an ``httpx2.Auth`` (the SDK's ``OAuthClientProvider``), or
+            OAuth settings that build one (see ``toolnexus.tools.mcp.oauth_provider``).
     """
 
     name: str
@@ -68,6 +86,22 @@ class ServerConfig:
     transport: str = "stdio"
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     resources: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    elicitation_handler: Callable[..., Any] | None = field(default=None, compare=False)
+    sampling_handler: Callable[..., Any] | None = field(default=None, compare=False)
+    roots: tuple[Any, ...] | None = None
+    handler_timeout: float | None = DEFAULT_HANDLER_TIMEOUT
+    on_progress: Callable[..., Any] | None = field(default=None, compare=False)
+    task_calls: str = "required"
+    auth: Any = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in ("name", "transport", "command", "args", "url")
+            if getattr(self, name) not in (None, ())
+        )
+        hidden = [f"{name}=..." for name in ("headers", "env", "auth") if getattr(self, name)]
+        return f"ServerConfig({', '.join([shown, *hidden]) if shown else ', '.join(hidden)})"
 
 
 TRANSPORTS = {"stdio": "stdio", "http": "http", "streamable-http": "http",
@@ -95,6 +129,13 @@ class _Entry(BaseModel):
     transport: str | None = None
     type: str | None = None
     resources: dict[str, Any] = {}
+    elicitation_handler: Any = None
+    sampling_handler: Any = None
+    roots: list[Any] | None = None
+    handler_timeout: float | None = Seconds
+    on_progress: Any = None
+    task_calls: str = "required"
+    auth: Any = None
 
 
 MUST_BE = {
@@ -111,6 +152,13 @@ MUST_BE = {
     "transport": f"one of {', '.join(TRANSPORTS)}",
     "type": f"one of {', '.join(TRANSPORTS)}",
     "resources": 'an object, like {"edit_file": {"writes_arg": "path"}}',
+    "elicitation_handler": "an async callable (context, params) (Python only)",
+    "sampling_handler": "an async callable (context, params) (Python only)",
+    "roots": 'a list of file:// URIs, like ["file:///home/me/project"]',
+    "handler_timeout": "a positive number of seconds",
+    "on_progress": "an async callable (server, tool, progress, total, message) (Python only)",
+    "task_calls": '"required" or "optional"',
+    "auth": "OAuth settings (an object) or an httpx2.Auth (Python only)",
 }
 """What each key must be, said in the error when it is not."""
 
@@ -179,6 +227,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 f"MCP server {name!r}: transport must be one of {', '.join(TRANSPORTS)}, got "
                 f"{transport!r}."
             )
+        _check_extras(str(name), entry)
         parsed.append(
             ServerConfig(
                 name=str(name),
@@ -194,9 +243,44 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 transport=TRANSPORTS[transport],
                 connect_timeout=entry.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                 resources=_resource_args(str(name), entry.resources),
+                elicitation_handler=entry.elicitation_handler,
+                sampling_handler=entry.sampling_handler,
+                roots=tuple(entry.roots) if entry.roots is not None else None,
+                handler_timeout=entry.handler_timeout or DEFAULT_HANDLER_TIMEOUT,
+                on_progress=entry.on_progress,
+                task_calls=entry.task_calls,
+                auth=entry.auth,
             )
         )
     return parsed
+
+
+def _check_extras(server: str, entry: _Entry) -> None:
+    """The handler, roots, task and auth settings of one entry, checked.
+
+    Raises:
+        ConfigurationError: a setting of the wrong kind, named with what it must be.
+    """
+    where = f"MCP server {server!r}: "
+    for key in ("elicitation_handler", "sampling_handler", "on_progress"):
+        value = getattr(entry, key)
+        if value is not None and not callable(value):
+            raise ConfigurationError(f"{where}{key} must be {MUST_BE[key]}, got {value!r:.60}.")
+    for root in entry.roots or []:
+        uri = root if isinstance(root, str) else getattr(root, "uri", None)
+        if not str(uri or "").startswith("file://"):
+            raise ConfigurationError(f"{where}roots must be {MUST_BE['roots']}, got {root!r:.60}.")
+    if entry.task_calls not in ("required", "optional"):
+        raise ConfigurationError(
+            f"{where}task_calls must be {MUST_BE['task_calls']}, got {entry.task_calls!r:.60}."
+        )
+    if entry.auth is not None:
+        if entry.url is None:
+            raise ConfigurationError(f"{where}auth needs a url: OAuth is for HTTP servers.")
+        if not isinstance(entry.auth, Mapping) and not hasattr(entry.auth, "async_auth_flow"):
+            raise ConfigurationError(
+                f"{where}auth must be {MUST_BE['auth']}, got a {type(entry.auth).__name__}."
+            )
 
 
 RESOURCE_ARGS = ("reads_arg", "writes_arg")

@@ -10,6 +10,7 @@ from typing import Any
 from toolnexus._json import _INT_BOUND, encodable_text
 from toolnexus._snapshot import safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
+from toolnexus.tools._mcp_content import ContentParts
 from toolnexus.tools._tool import ToolResult
 
 __all__ = [
@@ -167,6 +168,8 @@ def _result_text(output: Any) -> str:
         return encodable_text(str.__str__(output))
     if type(output) is int and -_INT_BOUND < output < _INT_BOUND:
         return int.__repr__(output)  # as JSON writes it, without the encoder's set-up
+    if type(output) is ContentParts:  # an MCP tool's content parts: images as one line each
+        return encodable_text(output.model_text())
     try:
         text = _ENCODER.encode(output)
     except (TypeError, ValueError, RecursionError):

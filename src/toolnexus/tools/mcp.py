@@ -1,5 +1,32 @@
 """MCP tools (``toolnexus.tools.mcp``): see [`mcp_servers`][toolnexus.tools.mcp.mcp_servers]."""
 
-from toolnexus.tools._mcp import McpTools, ServerConfig, mcp_servers, parse_config
+from toolnexus.tools._mcp import (
+    MAX_LIST_PAGES,
+    McpTools,
+    ServerConfig,
+    list_all,
+    mcp_servers,
+    parse_config,
+)
+from toolnexus.tools._mcp_auth import (
+    FileTokenStorage,
+    MemoryTokenStorage,
+    headless_authorization,
+    oauth_provider,
+)
+from toolnexus.tools._mcp_content import ContentParts, describe_part
 
-__all__ = ["McpTools", "ServerConfig", "mcp_servers", "parse_config"]
+__all__ = [
+    "MAX_LIST_PAGES",
+    "ContentParts",
+    "FileTokenStorage",
+    "McpTools",
+    "MemoryTokenStorage",
+    "ServerConfig",
+    "describe_part",
+    "headless_authorization",
+    "list_all",
+    "mcp_servers",
+    "oauth_provider",
+    "parse_config",
+]

@@ -36,6 +36,7 @@ from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.tools import Tool, Toolkit
+from toolnexus.tools._mcp_content import ContentParts
 
 __all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
@@ -297,7 +298,7 @@ class AnthropicStyle(Style):
             {
                 "type": "tool_result",
                 "tool_use_id": c.id,
-                "content": o.text,
+                "content": _result_content(o),
                 "is_error": not o.ok,
             }
             for c, o in zip(calls, outcomes, strict=True)
@@ -317,6 +318,20 @@ def _stop(message: Any) -> str | None:
     if reason is None or isinstance(reason, str):
         return reason
     return json.dumps(reason, default=repr)
+
+
+def _result_content(outcome: Outcome) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, or text and image blocks when it holds MCP image
+    parts a model may see (``ContentParts.model_blocks``)."""
+    pieces = outcome.value.model_blocks() if type(outcome.value) is ContentParts else None
+    if pieces is None:
+        return outcome.text
+    return [
+        {"type": "text", "text": text}
+        if kind == "text"
+        else {"type": "image", "source": {"type": "base64", "media_type": text, "data": data}}
+        for kind, text, data in pieces
+    ]
 
 
 def _as_sent(model: Any) -> dict[str, Any]:

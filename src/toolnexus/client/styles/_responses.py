@@ -42,6 +42,7 @@ from toolnexus.client.styles._sdk import post_response
 from toolnexus.errors import ProviderError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
+from toolnexus.tools._mcp_content import ContentParts
 
 __all__ = ["ResponsesStyle"]
 
@@ -351,7 +352,7 @@ class ResponsesStyle(Style):
             item: dict[str, Any] = {
                 "type": "function_call_output",
                 "call_id": call.id,
-                "output": outcome.text if outcome.ok else FAILURE_MARK + outcome.text,
+                "output": _output(outcome),
             }
             if call.caller is not None:
                 item["caller"] = dict(call.caller)
@@ -362,6 +363,22 @@ class ResponsesStyle(Style):
 def _what(value: Any) -> str:
     """What came (`described`), for a value the SDK may have wrapped in one of its models."""
     return "an object" if hasattr(value, "model_dump") else described(value)
+
+
+def _output(outcome: Outcome) -> str | list[dict[str, Any]]:
+    """A ``function_call_output``'s output: the outcome's text, or ``input_text`` and
+    ``input_image`` parts when it holds MCP image parts a model may see."""
+    if not outcome.ok:
+        return FAILURE_MARK + outcome.text
+    pieces = outcome.value.model_blocks() if type(outcome.value) is ContentParts else None
+    if pieces is None:
+        return outcome.text
+    return [
+        {"type": "input_text", "text": text}
+        if kind == "text"
+        else {"type": "input_image", "image_url": f"data:{text};base64,{data}"}
+        for kind, text, data in pieces
+    ]
 
 
 def _as_sent(model: Any) -> dict[str, Any]:

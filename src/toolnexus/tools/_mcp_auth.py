@@ -1,0 +1,368 @@
+"""OAuth 2.1 for MCP servers over HTTP, through the ``mcp`` SDK's ``OAuthClientProvider``.
+
+A server entry's ``auth`` is either an ``httpx2.Auth`` (the SDK's ``OAuthClientProvider`` or
+one of its client-credentials providers, built by the caller) or a settings mapping that
+`oauth_provider` builds one from. The SDK's provider does the protocol: protected-resource
+metadata discovery (from ``WWW-Authenticate``, path-based and root), authorization-server
+metadata (RFC 8414 and OpenID, with the 2025-03-26 fallbacks), PKCE, client registration
+(pre-registered, dynamic, or a client-ID metadata document), scope selection and step-up on
+``insufficient_scope``, and token refresh.
+
+Tokens and the client registration are kept by a ``TokenStorage`` (the SDK's protocol): a
+`FileTokenStorage` by default, one JSON file per server written with mode 0600. The browser
+step of the authorization-code grant goes through the user's ``redirect_handler(url)`` and
+``callback_handler()``; `headless_authorization` is the pair for CI and tests, where the
+authorization endpoint redirects at once.
+
+Secrets (client secrets, tokens, authorization codes) never appear in a `ServerConfig`'s
+repr, in a log line or in an error message of toolnexus: `Secrets.redact` scrubs every
+message about a server that has any.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from toolnexus.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_REDIRECT_URI",
+    "FileTokenStorage",
+    "MemoryTokenStorage",
+    "Secrets",
+    "headless_authorization",
+    "oauth_provider",
+]
+
+DEFAULT_REDIRECT_URI = "http://localhost:3000/callback"
+AUTH_KEYS = {
+    "grant": 'one of "authorization_code" (default) or "client_credentials"',
+    "client_id": "a string (a client registered beforehand)",
+    "client_secret": "a string",
+    "token_endpoint_auth_method": '"client_secret_basic", "client_secret_post" or "none"',
+    "private_key": "a PEM string (client_credentials with private_key_jwt)",
+    "signing_algorithm": 'a JWS algorithm, like "ES256" or "RS256"',
+    "scope": "a space-separated string of scopes",
+    "issuer": "the authorization server's issuer URL (client_credentials: the only one used)",
+    "client_name": "a string",
+    "redirect_uri": "a string (where the authorization server sends the browser back)",
+    "client_metadata_url": "an https URL with a path (a client-ID metadata document)",
+    "token_file": "a path (where tokens and the registration are kept, mode 0600)",
+    "token_storage": "a TokenStorage object (Python only)",
+    "redirect_handler": "an async callable taking the authorization URL (Python only)",
+    "callback_handler": "an async callable returning an AuthorizationCodeResult (Python only)",
+    "headless": "true: follow the authorization URL without a browser (CI and tests only)",
+}
+
+
+class Secrets:
+    """The secret values of one server's auth, to scrub from any text about it."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def add(self, *values: Any) -> None:
+        """Remember ``values`` (strings of 6 characters or more) as secrets."""
+        self._values.update(v for v in values if isinstance(v, str) and len(v) >= 6)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every known secret replaced by ``[redacted]``."""
+        for value in sorted(self._values, key=len, reverse=True):
+            text = text.replace(value, "[redacted]")
+        return text
+
+
+class _Storage:
+    """A TokenStorage that remembers what it holds as secrets of the server."""
+
+    def __init__(self, inner: Any, secrets: Secrets) -> None:
+        self._inner, self._secrets = inner, secrets
+        self.registered: Any = None  # a client registered beforehand (client_id in settings)
+
+    async def get_tokens(self) -> Any:
+        tokens = await self._inner.get_tokens()
+        if tokens is not None:
+            self._secrets.add(tokens.access_token, tokens.refresh_token)
+        return tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self._secrets.add(tokens.access_token, tokens.refresh_token)
+        await self._inner.set_tokens(tokens)
+
+    async def get_client_info(self) -> Any:
+        info = await self._inner.get_client_info()
+        if info is None or (
+            self.registered is not None and info.client_id != self.registered.client_id
+        ):
+            info = self.registered
+        if info is not None:
+            self._secrets.add(info.client_secret)
+        return info
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self._secrets.add(client_info.client_secret)
+        await self._inner.set_client_info(client_info)
+
+
+class MemoryTokenStorage:
+    """A ``TokenStorage`` kept in memory only (gone when the process ends)."""
+
+    def __init__(self) -> None:
+        self._tokens: Any = None
+        self._client: Any = None
+
+    async def get_tokens(self) -> Any:
+        """The stored tokens, if any."""
+        return self._tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        """Keep ``tokens``."""
+        self._tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        """The stored client registration, if any."""
+        return self._client
+
+    async def set_client_info(self, client_info: Any) -> None:
+        """Keep ``client_info``."""
+        self._client = client_info
+
+
+class FileTokenStorage:
+    """A ``TokenStorage`` in one JSON file, created with mode 0600 (owner only).
+
+    Each write replaces the file whole (a temporary file in the same folder, renamed), so a
+    crash never leaves half a token behind. The folder is created (mode 0700) if missing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser()
+
+    def __repr__(self) -> str:
+        return f"FileTokenStorage({str(self.path)!r})"
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, key: str, value: dict[str, Any]) -> None:
+        data = self._read()
+        data[key] = value
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-")
+        try:
+            os.fchmod(handle, 0o600)
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    async def get_tokens(self) -> Any:
+        """The stored tokens (an ``OAuthToken``), if any."""
+        from mcp.shared.auth import OAuthToken
+
+        stored = self._read().get("tokens")
+        return OAuthToken.model_validate(stored) if isinstance(stored, dict) else None
+
+    async def set_tokens(self, tokens: Any) -> None:
+        """Store ``tokens``."""
+        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True))
+
+    async def get_client_info(self) -> Any:
+        """The stored client registration (an ``OAuthClientInformationFull``), if any."""
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        stored = self._read().get("client")
+        if not isinstance(stored, dict):
+            return None
+        return OAuthClientInformationFull.model_validate(stored)
+
+    async def set_client_info(self, client_info: Any) -> None:
+        """Store ``client_info``."""
+        self._write("client", client_info.model_dump(mode="json", exclude_none=True))
+
+
+def headless_authorization() -> tuple[
+    Callable[[str], Awaitable[None]], Callable[[], Awaitable[Any]]
+]:
+    """A ``(redirect_handler, callback_handler)`` pair that needs no browser, for CI and tests.
+
+    The redirect handler requests the authorization URL itself, without following redirects,
+    and reads the ``code`` (and ``state``, ``iss``) from the redirect it gets back: it works
+    with an authorization server that approves at once, as test servers do, and with no real
+    one.
+    """
+    from mcp.shared.auth import AuthorizationCodeResult
+
+    got: list[Any] = []
+
+    async def redirect_handler(url: str) -> None:
+        import httpx2
+
+        async with httpx2.AsyncClient(timeout=30) as client:
+            response = await client.get(url, follow_redirects=False)
+        location = response.headers.get("location")
+        if response.status_code not in (301, 302, 303, 307, 308) or not location:
+            raise RuntimeError(
+                f"the authorization endpoint answered {response.status_code} without a "
+                "redirect; headless authorization needs one that approves at once"
+            )
+        query = parse_qs(urlparse(location).query)
+        if "code" not in query:
+            raise RuntimeError("the authorization endpoint redirected without a code")
+        got.append(
+            AuthorizationCodeResult(
+                code=query["code"][0],
+                state=query.get("state", [None])[0],
+                iss=query.get("iss", [None])[0],
+            )
+        )
+
+    async def callback_handler() -> Any:
+        if not got:
+            raise RuntimeError("no authorization code: the redirect handler has not run")
+        return got.pop()
+
+    return redirect_handler, callback_handler
+
+
+def _default_token_file(server: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in server)
+    return Path(base) / "toolnexus" / "mcp-oauth" / f"{safe}.json"
+
+
+def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: Secrets) -> Any:
+    """An ``httpx2.Auth`` for ``server`` at ``url`` built from ``settings`` (see `AUTH_KEYS`).
+
+    Raises:
+        ConfigurationError: an unknown key, a value of the wrong type, or an authorization-code
+            grant without a way to do its browser step.
+    """
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+
+    where = f"MCP server {server!r}: auth"
+    unknown = sorted(set(settings) - set(AUTH_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"{where}.{unknown[0]} is not a known setting; known: {', '.join(AUTH_KEYS)}."
+        )
+    for key, value in settings.items():
+        python_only = key in ("token_storage", "redirect_handler", "callback_handler")
+        if key == "headless":
+            ok = isinstance(value, bool)
+        elif key in ("redirect_handler", "callback_handler"):
+            ok = callable(value)
+        else:
+            ok = python_only or isinstance(value, str)
+        if not ok:
+            raise ConfigurationError(f"{where}.{key} must be {AUTH_KEYS[key]}, got {value!r:.40}.")
+    secrets.add(settings.get("client_secret"), settings.get("private_key"))
+    grant = settings.get("grant", "authorization_code")
+    if "token_storage" in settings:
+        inner = settings["token_storage"]
+    else:
+        inner = FileTokenStorage(settings.get("token_file") or _default_token_file(server))
+    storage = _Storage(inner, secrets)
+    client_id = settings.get("client_id")
+    secret = settings.get("client_secret")
+    scope = settings.get("scope")
+    if grant == "client_credentials":
+        from mcp.client.auth.extensions.client_credentials import (
+            ClientCredentialsOAuthProvider,
+            PrivateKeyJWTOAuthProvider,
+            SignedJWTParameters,
+        )
+
+        if not client_id:
+            raise ConfigurationError(f"{where}: the client_credentials grant needs a client_id.")
+        if "private_key" in settings:
+            jwt = SignedJWTParameters(
+                issuer=client_id,
+                subject=client_id,
+                signing_algorithm=settings.get("signing_algorithm", "ES256"),
+                signing_key=settings["private_key"],
+            )
+            return PrivateKeyJWTOAuthProvider(
+                server_url=url,
+                storage=storage,
+                client_id=client_id,
+                assertion_provider=jwt.create_assertion_provider(),
+                scope=scope,
+                issuer=settings.get("issuer"),
+            )
+        if not secret:
+            raise ConfigurationError(
+                f"{where}: the client_credentials grant needs a client_secret or a private_key."
+            )
+        method = settings.get("token_endpoint_auth_method", "client_secret_basic")
+        if method not in ("client_secret_basic", "client_secret_post"):
+            raise ConfigurationError(
+                f"{where}.token_endpoint_auth_method must be client_secret_basic or "
+                f"client_secret_post for client_credentials, got {method!r}."
+            )
+        return ClientCredentialsOAuthProvider(
+            server_url=url,
+            storage=storage,
+            client_id=client_id,
+            client_secret=secret,
+            token_endpoint_auth_method=method,
+            scope=scope,
+            issuer=settings.get("issuer"),
+        )
+    if grant != "authorization_code":
+        raise ConfigurationError(f"{where}.grant must be {AUTH_KEYS['grant']}, got {grant!r}.")
+    redirect = settings.get("redirect_handler")
+    callback = settings.get("callback_handler")
+    if settings.get("headless"):
+        redirect, callback = headless_authorization()
+    if redirect is None or callback is None:
+        raise ConfigurationError(
+            f"{where}: the authorization_code grant needs a redirect_handler and a "
+            "callback_handler (Python), or headless: true (CI and tests)."
+        )
+    redirect_uri = settings.get("redirect_uri", DEFAULT_REDIRECT_URI)
+    metadata = OAuthClientMetadata.model_validate(
+        {
+            "client_name": settings.get("client_name", "toolnexus"),
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            **({"scope": scope} if scope else {}),
+        }
+    )
+    provider = OAuthClientProvider(
+        server_url=url,
+        client_metadata=metadata,
+        storage=storage,
+        redirect_handler=redirect,
+        callback_handler=callback,
+        client_metadata_url=settings.get("client_metadata_url"),
+    )
+    if client_id:
+        method = settings.get("token_endpoint_auth_method") or (
+            "client_secret_basic" if secret else "none"
+        )
+        storage.registered = OAuthClientInformationFull.model_validate(
+            {
+                "client_id": client_id,
+                "client_secret": secret,
+                "redirect_uris": [redirect_uri],
+                "token_endpoint_auth_method": method,
+            }
+        )
+    return provider

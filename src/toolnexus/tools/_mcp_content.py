@@ -1,0 +1,210 @@
+"""What an MCP tool call returns: every content part, whole, under MCP's own field names.
+
+A ``CallToolResult`` holds a list of content parts (text, image, audio, ``resource_link``,
+embedded resource), each with optional ``annotations`` and ``_meta``, and optionally a
+``structuredContent`` value. `call_value` turns it into the value a caller (a program, the
+host) receives, dropping nothing:
+
+* ``structuredContent`` given: that value (a plain value sent wrapped as ``{"result": v}`` is
+  unwrapped); when the content parts hold more than its usual one-text-part mirror, or the
+  result has ``_meta``, the whole result is in the outcome's metadata under ``"mcp"``;
+* one plain text part and nothing else: its text, as a string;
+* anything else: a [`ContentParts`][toolnexus.tools.mcp.ContentParts], a list of the parts as
+  dicts, each exactly ``part.model_dump(by_alias=True, exclude_none=True)`` (``mimeType``,
+  ``_meta``, ``annotations``, ...).
+
+What a model reads of a ``ContentParts`` is `ContentParts.model_text`: the text parts as they
+are and one line for every other part, naming its type, media type, size and URI (an image is
+never inlined as base64 text). Model styles whose tool results take images (Anthropic's
+``tool_result`` image blocks, the Responses API's ``function_call_output`` parts) may send
+the images themselves: `ContentParts.images` lists them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+__all__ = [
+    "CONTENT_RESULT_SCHEMA",
+    "IMAGE_TYPES",
+    "MAX_IMAGE_BYTES_FOR_MODEL",
+    "ContentParts",
+    "call_value",
+    "describe_part",
+]
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The media types of images the providers take in a tool result (Anthropic, Responses)."""
+
+MAX_IMAGE_BYTES_FOR_MODEL = 5 * 1024 * 1024
+"""Images larger than this (decoded) reach a model as their one-line description only: the
+providers refuse larger images in a tool result."""
+
+CONTENT_RESULT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "array",
+            "description": "MCP content parts, each a dict with MCP's field names",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "type": {
+                        "type": "string",
+                        "enum": ["text", "image", "audio", "resource_link", "resource"],
+                    },
+                    "text": {"type": "string"},
+                    "data": {"type": "string", "description": "base64 (image, audio)"},
+                    "mimeType": {"type": "string"},
+                    "uri": {"type": "string"},
+                    "name": {"type": "string"},
+                    "resource": {"type": "object"},
+                    "annotations": {"type": "object"},
+                    "_meta": {"type": "object"},
+                },
+                "required": ["type"],
+            },
+        },
+    ]
+}
+"""The result type of an MCP tool without an ``outputSchema``: its text, or its content parts
+(what the Code Mode SDK says the call returns)."""
+
+
+class ContentParts(list[dict[str, Any]]):
+    """An MCP tool's content parts, each a dict with MCP's field names (a plain list to a
+    program). What a model reads of it is `model_text`."""
+
+    def model_text(self) -> str:
+        """The text parts as they are, every other part as one line (`describe_part`)."""
+        return "\n".join(
+            part["text"]
+            if part.get("type") == "text" and isinstance(part.get("text"), str)
+            else describe_part(part)
+            for part in self
+        )
+
+    def images(self) -> list[tuple[int, dict[str, Any]]]:
+        """``(index, part)`` of each image part a model may be shown as an image: base64
+        data that decodes, a media type, and at most `MAX_IMAGE_BYTES_FOR_MODEL` bytes."""
+        shown = []
+        for index, part in enumerate(self):
+            if part.get("type") != "image" or not isinstance(part.get("mimeType"), str):
+                continue
+            if part["mimeType"] not in IMAGE_TYPES:
+                continue
+            size = _decoded_size(part.get("data"))
+            if size is not None and size <= MAX_IMAGE_BYTES_FOR_MODEL:
+                shown.append((index, part))
+        return shown
+
+    def model_blocks(self) -> list[tuple[str, str, str]] | None:
+        """What a model whose tool results take images reads, in order: ``("text", text,
+        "")`` and ``("image", media_type, base64_data)`` pieces (adjacent texts joined, other
+        parts as their `describe_part` line); ``None`` when no part shows as an image (the
+        result is then `model_text`)."""
+        shown = dict(self.images())
+        if not shown:
+            return None
+        pieces: list[tuple[str, str, str]] = []
+        texts: list[str] = []
+        for index, part in enumerate(self):
+            if index in shown:
+                if texts:
+                    pieces.append(("text", "\n".join(texts), ""))
+                    texts = []
+                pieces.append(("image", part["mimeType"], part["data"]))
+            elif part.get("type") == "text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            else:
+                texts.append(describe_part(part))
+        if texts:
+            pieces.append(("text", "\n".join(texts), ""))
+        return pieces
+
+
+def _decoded_size(data: Any) -> int | None:
+    """The byte size of base64 ``data`` (``None``: not base64 text)."""
+    if not isinstance(data, str):
+        return None
+    stripped = data.rstrip("=")
+    if len(data) - len(stripped) > 2:
+        return None
+    if len(data) <= 4096:  # small: check it decodes; large ones are sized without a copy
+        try:
+            return len(base64.b64decode(data, validate=True))
+        except (binascii.Error, ValueError):
+            return None
+    return len(stripped) * 3 // 4
+
+
+def _size(count: int) -> str:
+    return f"{count:,} bytes" if count < 10_000 else f"{count / 1024:,.0f} KiB"
+
+
+def describe_part(part: dict[str, Any]) -> str:
+    """One line for a non-text content part: its type, media type, size and URI, e.g.
+    ``[image image/png, 1,024 bytes]`` or ``[resource_link file:///etc/passwd, text/plain;
+    not fetched]``."""
+    kind = str(part.get("type", "unknown"))
+    facts = []
+    resource = part.get("resource") if kind == "resource" else None
+    source = resource if isinstance(resource, dict) else part
+    uri = source.get("uri")
+    if isinstance(uri, str):
+        facts.append(uri[:300])
+    mime = source.get("mimeType")
+    if isinstance(mime, str):
+        facts.append(mime[:100])
+    if isinstance(source.get("data"), str):
+        size = _decoded_size(source["data"])
+        facts.append(_size(size) if size is not None else "data that is not base64")
+    elif isinstance(source.get("blob"), str):
+        size = _decoded_size(source["blob"])
+        facts.append(_size(size) if size is not None else "data that is not base64")
+    elif isinstance(source.get("text"), str):
+        facts.append(f"{len(source['text']):,} characters of text")
+    if isinstance(source.get("size"), int):
+        facts.append(f"size {source['size']:,} bytes")
+    if kind == "resource_link":
+        facts.append("not fetched")
+    line = f"[{kind}{' ' if facts else ''}{', '.join(facts)}]"
+    if kind == "resource" and isinstance(source.get("text"), str):
+        return f"{line}\n{source['text']}"
+    return line
+
+
+def _part(part: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = part.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def call_value(result: Any) -> tuple[Any, dict[str, Any] | None, bool]:
+    """A ``CallToolResult`` as ``(value, metadata, is_error)``; see the module's docstring.
+
+    An error result's value is its `ContentParts.model_text` (the message a model reads).
+    """
+    parts = ContentParts(_part(part) for part in result.content or [])
+    texts_only = all(set(part) == {"type", "text"} and part["type"] == "text" for part in parts)
+    plain_text = len(parts) == 1 and texts_only
+    whole: dict[str, Any] | None = None
+    # the whole result travels in the metadata when the value leaves some of it out: content
+    # parts beside structuredContent (other than its usual mirror in text parts), or _meta
+    if result.meta or (result.structured_content is not None and not texts_only):
+        whole = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        whole.pop("resultType", None)
+    metadata = {"mcp": whole} if whole is not None else None
+    if result.is_error:
+        return parts.model_text() or "the MCP tool reported an error", metadata, True
+    structured = result.structured_content
+    if structured is not None:
+        if isinstance(structured, dict) and list(structured) == ["result"]:
+            return structured["result"], metadata, False
+        return structured, metadata, False
+    if not parts:
+        return "", metadata, False
+    if plain_text:
+        return parts[0]["text"], metadata, False
+    return parts, metadata, False

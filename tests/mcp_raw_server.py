@@ -1,0 +1,247 @@
+"""A scriptable MCP server for the client's tests: raw JSON-RPC lines over stdio, no SDK, so it
+can page, answer and misbehave exactly as a test needs.
+
+Run: python tests/mcp_raw_server.py MODE [RECORD_FILE]
+
+MODE picks what ``tools/list`` does:
+
+* ``paged``: 15 tools (``t00`` .. ``t14``) in pages of 5;
+* ``endless``: a new cursor on every page, forever;
+* ``cyclic``: pages whose cursors go a -> b -> a;
+* ``plain``: one page.
+
+Every mode offers, beside the listed tools, these calls (by tool name):
+
+* ``parts``: one result with every kind of content part, annotations and ``_meta``;
+* ``resources``: only embedded resources (text and blob);
+* ``huge_image``: one 50 MB image part;
+* ``passwd_link``: a ``resource_link`` to ``file:///etc/passwd``;
+* ``structured``: ``structuredContent`` beside an image part;
+* ``task``: task-augmented (``taskSupport: required``), completes after two polls;
+* ``task_forever``: a task that stays ``working``;
+* ``task_no_result``: a task that reports ``completed`` and whose ``tasks/result`` is empty;
+* ``ask_password``: asks the client, by ``elicitation/create``, for a password field;
+* ``ask_defaults``: asks for a form with defaults and returns what the client answered.
+
+Each request the server receives is appended to RECORD_FILE (its method and params), when
+given.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "plain"
+RECORD = sys.argv[2] if len(sys.argv) > 2 else None
+SCHEMA = {"type": "object", "properties": {}}
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 60).decode()
+
+EXTRA = [
+    "parts", "resources", "huge_image", "passwd_link", "structured", "ask_password",
+    "ask_defaults",
+]  # fmt: skip
+TASKS = ["task", "task_forever", "task_no_result"]
+
+
+def send(message: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def result(request_id: object, value: object) -> None:
+    send({"jsonrpc": "2.0", "id": request_id, "result": value})
+
+
+def record(message: dict[str, object]) -> None:
+    if RECORD:
+        with open(RECORD, "a") as out:
+            out.write(
+                json.dumps({"method": message.get("method"), "params": message.get("params")})
+                + "\n"
+            )
+
+
+def tool(name: str) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "name": name,
+        "description": f"The tool {name}.",
+        "inputSchema": SCHEMA,
+    }
+    if name in TASKS:
+        spec["execution"] = {"taskSupport": "required"}
+    return spec
+
+
+def listing(cursor: str | None) -> dict[str, object]:
+    if MODE == "paged":
+        start = int(cursor or 0)
+        names = [f"t{i:02}" for i in range(start, min(start + 5, 15))]
+        page: dict[str, object] = {"tools": [tool(n) for n in names]}
+        if start + 5 < 15:
+            page["nextCursor"] = str(start + 5)
+        if start == 0:
+            page["tools"] = [*page["tools"], *(tool(n) for n in [*EXTRA, *TASKS])]  # type: ignore[misc]
+        return page
+    if MODE == "endless":
+        n = int(cursor or 0)
+        return {"tools": [tool(f"e{n}")], "nextCursor": str(n + 1)}
+    if MODE == "cyclic":
+        return {
+            "tools": [tool(f"c{cursor or 'start'}")],
+            "nextCursor": "b" if cursor == "a" else "a",
+        }
+    return {"tools": [tool(n) for n in ["t00", *EXTRA, *TASKS]]}
+
+
+ANNOTATIONS = {"audience": ["user"], "priority": 0.5}
+
+
+def content(name: str) -> dict[str, object]:
+    if name == "parts":
+        return {
+            "content": [
+                {"type": "text", "text": "hello", "annotations": ANNOTATIONS},
+                {"type": "image", "data": PNG, "mimeType": "image/png", "_meta": {"k": 1}},
+                {
+                    "type": "audio",
+                    "data": base64.b64encode(b"RIFF" + b"\0" * 40).decode(),
+                    "mimeType": "audio/wav",
+                },
+                {
+                    "type": "resource_link",
+                    "uri": "https://example.com/r/1",
+                    "name": "r1",
+                    "mimeType": "text/plain",
+                },
+                {
+                    "type": "resource",
+                    "resource": {"uri": "mem://t", "mimeType": "text/plain", "text": "inner text"},
+                },
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "mem://b",
+                        "mimeType": "application/octet-stream",
+                        "blob": base64.b64encode(b"\x01\x02").decode(),
+                    },
+                },
+            ],
+            "_meta": {"trace": "abc"},
+        }
+    if name == "resources":
+        return {
+            "content": [
+                {
+                    "type": "resource",
+                    "resource": {"uri": "mem://t", "mimeType": "text/plain", "text": "only"},
+                },
+            ]
+        }
+    if name == "huge_image":
+        data = "A" * (50 * 1024 * 1024 // 3 * 4)
+        return {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]}
+    if name == "passwd_link":
+        return {
+            "content": [{"type": "resource_link", "uri": "file:///etc/passwd", "name": "passwd"}]
+        }
+    if name == "structured":
+        return {
+            "content": [{"type": "image", "data": PNG, "mimeType": "image/png"}],
+            "structuredContent": {"answer": 42},
+        }
+    return {"content": [{"type": "text", "text": f"{name} ran"}]}
+
+
+def task(task_id: str, status: str) -> dict[str, object]:
+    return {
+        "taskId": task_id, "status": status, "createdAt": "2026-01-01T00:00:00Z",
+        "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 10,
+    }  # fmt: skip
+
+
+def main() -> None:
+    polls: dict[str, int] = {}
+    waiting: dict[str, object] = {}  # id of our elicitation request -> the call waiting on it
+    for line in sys.stdin:
+        message = json.loads(line)
+        record(message)
+        method = message.get("method")
+        request_id = message.get("id")
+        if method is None and request_id in waiting:  # the client's answer to our request
+            call_id = waiting.pop(request_id)
+            answer = message.get("result") or {"error": message.get("error")}
+            result(call_id, {"content": [{"type": "text", "text": json.dumps(answer)}]})
+            continue
+        if request_id is None:
+            continue  # a notification
+        params = message.get("params") or {}
+        if method == "initialize":
+            result(request_id, {
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {"listChanged": True}, "tasks": {"requests": {"tools": {"call": {}}}, "cancel": {}}},
+                "serverInfo": {"name": "raw", "version": "1"},
+            })  # fmt: skip
+        elif method == "tools/list":
+            result(request_id, listing(params.get("cursor")))
+        elif method == "tools/call":
+            name = params["name"]
+            if name in TASKS:
+                if "task" not in params:
+                    send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": request_id,
+                            "error": {"code": -32601, "message": "requires task augmentation"},
+                        }
+                    )
+                    continue
+                polls[name] = 0
+                result(request_id, {"task": task(name, "working")})
+            elif name in ("ask_password", "ask_defaults"):
+                ours = f"ask-{request_id}"
+                waiting[ours] = request_id
+                schema: dict[str, object]
+                if name == "ask_password":
+                    schema = {
+                        "type": "object",
+                        "properties": {"password": {"type": "string", "format": "password"}},
+                    }
+                else:
+                    schema = {"type": "object", "properties": {
+                        "name": {"type": "string", "default": "Ada"},
+                        "count": {"type": "integer", "default": 3},
+                        "color": {"type": "string"},
+                    }}  # fmt: skip
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": ours,
+                        "method": "elicitation/create",
+                        "params": {"message": "Please answer", "requestedSchema": schema},
+                    }
+                )
+            else:
+                result(request_id, content(name))
+        elif method == "tasks/get":
+            task_id = params["taskId"]
+            polls[task_id] = polls.get(task_id, 0) + 1
+            done = task_id != "task_forever" and polls[task_id] >= 2
+            result(request_id, task(task_id, "completed" if done else "working"))
+        elif method == "tasks/result":
+            task_id = params["taskId"]
+            result(
+                request_id,
+                {}
+                if task_id == "task_no_result"
+                else {"content": [{"type": "text", "text": f"{task_id} done"}]},
+            )
+        elif method == "tasks/cancel":
+            result(request_id, task(params["taskId"], "cancelled"))
+        else:
+            result(request_id, {})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Hostile MCP servers against toolnexus's MCP client: lists that never end, tasks that never
+finish or finish empty, a 50 MB image, a link to /etc/passwd, a form asking for a password, an
+OAuth token endpoint answering garbage, and secrets that must not leak.
+
+The servers are real subprocesses (``tests/mcp_raw_server.py`` speaks raw JSON-RPC over stdio)
+and a real HTTP server on 127.0.0.1 (the OAuth endpoints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolnexus.scheduling import ToolCall, run_batch
+from toolnexus.tools.mcp import MAX_LIST_PAGES, ContentParts, FileTokenStorage, mcp_servers
+
+RAW = str(Path(__file__).parent / "mcp_raw_server.py")
+
+
+def raw(mode: str = "plain", record: Path | None = None, **extra: Any) -> dict[str, Any]:
+    args = [RAW, mode, *([str(record)] if record else [])]
+    return {"command": sys.executable, "args": args, **extra}
+
+
+def requests(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("mode", ["endless", "cyclic"])
+async def test_a_list_that_never_ends_is_one_clear_failure_naming_the_server(
+    mode: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "requests.jsonl"
+    started = time.monotonic()
+    async with mcp_servers({"pager": raw(mode, record), "good": raw()}) as tools:
+        assert set(tools.failures) == {"pager"}
+        why = tools.failures["pager"]
+        assert "'pager'" in why and "tools/list" in why and "\n" not in why
+        assert ("after 100 pages" if mode == "endless" else "sent before") in why
+        assert not [t for t in tools if t.name.startswith("pager_")]  # never a partial list
+        assert [t for t in tools if t.name == "good_t00"]
+    pages = [r for r in requests(record) if r["method"] == "tools/list"]
+    assert len(pages) == (MAX_LIST_PAGES if mode == "endless" else 3)
+    assert time.monotonic() - started < 30
+
+
+async def test_a_task_that_never_completes_ends_with_the_calls_timeout_and_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, timeout=1)}) as tools:
+        forever, other = await run_batch(
+            [ToolCall("1", "r_task_forever", {}), ToolCall("2", "r_t00", {})], tools
+        )
+        assert forever.error is not None
+        assert "did not finish within 1 s" in forever.error["message"]
+        assert other.value == "t00 ran"  # the lane goes on
+        for _ in range(100):  # the cancel is sent as the call is abandoned
+            if any(r["method"] == "tasks/cancel" for r in requests(record)):
+                break
+            await asyncio_sleep(0.05)
+    cancels = [r for r in requests(record) if r["method"] == "tasks/cancel"]
+    assert [c["params"]["taskId"] for c in cancels] == ["task_forever"]
+
+
+async def asyncio_sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+async def test_a_task_completed_without_a_result_fails_as_data() -> None:
+    async with mcp_servers({"r": raw()}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_task_no_result", {})], tools)
+    assert outcome.error is not None
+    assert "'r'" in outcome.error["message"] and "no tool result" in outcome.error["message"]
+
+
+@pytest.mark.timeout(300)  # 67 MB of base64 through SSE and pydantic, on a shared 2-core machine
+async def test_a_50_mb_image_reaches_the_caller_whole_and_the_model_as_one_line() -> None:
+    """Over streamable HTTP. (Over stdio the SDK's reader joins a line's chunks by repeated
+    concatenation, quadratic in the line's length: a 50 MB line takes minutes there.)"""
+    from test_mcp import _served
+
+    with _served("http") as (port, _):
+        config = {"h": {"url": f"http://127.0.0.1:{port}/mcp", "timeout": 240}}
+        async with mcp_servers(config) as tools:
+            (outcome,) = await run_batch([ToolCall("1", "h_image", {"megabytes": 50})], tools)
+            (small,) = await run_batch([ToolCall("2", "h_image", {"megabytes": 1})], tools)
+    assert isinstance(outcome.value, ContentParts)
+    (part,) = outcome.value
+    assert part["mimeType"] == "image/png" and len(part["data"]) == 50 * 1024 * 1024 // 3 * 4
+    assert outcome.text == "[image image/png, 51,200 KiB]"
+    assert outcome.value.images() == []  # too large to show a model as an image
+    assert [index for index, _ in small.value.images()] == [0]
+
+
+async def test_a_resource_link_to_etc_passwd_is_data_never_fetched(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record)}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_passwd_link", {})], tools)
+    assert outcome.value == [
+        {"type": "resource_link", "uri": "file:///etc/passwd", "name": "passwd"}
+    ]
+    assert outcome.text == "[resource_link file:///etc/passwd, not fetched]"
+    assert "root:" not in outcome.text
+    methods = {r["method"] for r in requests(record)}
+    assert methods == {"initialize", "notifications/initialized", "tools/list", "tools/call"}
+
+
+async def test_a_form_asking_for_a_password_is_declined_without_asking_the_user(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mcp.types import ElicitResult
+
+    asked: list[Any] = []
+
+    async def handler(context: Any, params: Any) -> ElicitResult:
+        asked.append(params)
+        return ElicitResult(action="accept", content={"password": "hunter2"})
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, elicitation_handler=handler)}) as tools:
+        with caplog.at_level(logging.WARNING, logger="toolnexus.mcp"):
+            (outcome,) = await run_batch([ToolCall("1", "r_ask_password", {})], tools)
+        # a form without secrets still reaches the handler, defaults filled in (SEP-1034)
+        (defaults,) = await run_batch([ToolCall("2", "r_ask_defaults", {})], tools)
+    assert asked and all("password" not in json.dumps(p.requested_schema) for p in asked)
+    assert json.loads(outcome.value) == {"action": "decline"}
+    assert "asked for a secret (field 'password')" in caplog.text
+    answer = json.loads(defaults.value)
+    assert answer == {
+        "action": "accept",
+        "content": {"password": "hunter2", "name": "Ada", "count": 3},
+    }
+
+
+# -- OAuth: a token endpoint answering garbage, and secrets that must not leak ----------------------
+
+CLIENT_SECRET = "client-secret-do-not-leak-4711"
+ACCESS_TOKEN = "access-token-do-not-leak-0815"
+REFRESH_TOKEN = "refresh-token-do-not-leak-1234"
+
+
+@contextlib.contextmanager
+def oauth_server(token_body: bytes) -> Iterator[str]:
+    """An MCP endpoint that wants a bearer token, with its OAuth metadata and token endpoint
+    (which answers ``token_body``), on 127.0.0.1. The endpoint refuses even a good token (403),
+    so a test sees the whole flow and its failure."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(code)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            if self.path.startswith("/.well-known/oauth-protected-resource"):
+                body = {"resource": f"{base}/mcp", "authorization_servers": [base]}
+                self._send(200, json.dumps(body).encode(), {"content-type": "application/json"})
+            elif self.path.startswith("/.well-known/oauth-authorization-server"):
+                body = {
+                    "issuer": base,
+                    "authorization_endpoint": f"{base}/authorize",
+                    "token_endpoint": f"{base}/token",
+                    "grant_types_supported": ["client_credentials"],
+                    "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                    "response_types_supported": ["code"],
+                }
+                self._send(200, json.dumps(body).encode(), {"content-type": "application/json"})
+            else:
+                self._send(404, b"")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            self.rfile.read(length)
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            if self.path == "/token":
+                self._send(200, token_body, {"content-type": "application/json"})
+            elif self.headers.get("authorization"):
+                seen.append(self.headers["authorization"])
+                self._send(403, b"forbidden")
+            else:
+                meta = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+                self._send(401, b"", {"www-authenticate": meta})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def auth(tmp_path: Path, url: str) -> dict[str, Any]:
+    return {
+        "grant": "client_credentials",
+        "issuer": url.removesuffix("/mcp"),
+        "client_id": "toolnexus-test",
+        "client_secret": CLIENT_SECRET,
+        "token_file": str(tmp_path / "tokens" / "s.json"),
+    }
+
+
+@pytest.mark.parametrize("garbage", [b"<html>not json</html>", b'{"access_token": 7}', b"\xff\xfe"])
+async def test_a_token_endpoint_answering_garbage_is_a_clean_failure(
+    garbage: bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with oauth_server(garbage) as url, caplog.at_level(logging.DEBUG):
+        config = {"s": {"url": url, "auth": auth(tmp_path, url), "connect_timeout": 10}}
+        async with mcp_servers(config) as tools:
+            assert set(tools.failures) == {"s"}
+            why = tools.failures["s"]
+    assert "\n" not in why and CLIENT_SECRET not in why
+    assert CLIENT_SECRET not in caplog.text
+
+
+async def test_secrets_never_reach_logs_errors_or_reprs_and_tokens_are_kept_0600(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from toolnexus.tools.mcp import parse_config
+
+    token = json.dumps(
+        {
+            "access_token": ACCESS_TOKEN,
+            "refresh_token": REFRESH_TOKEN,
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }
+    ).encode()
+    with oauth_server(token) as url, caplog.at_level(logging.DEBUG):
+        config = {"s": {"url": url, "auth": auth(tmp_path, url), "connect_timeout": 10}}
+        async with mcp_servers(config) as tools:
+            why = tools.failures["s"]
+        shown = repr(parse_config(config))
+    for secret in (CLIENT_SECRET, ACCESS_TOKEN, REFRESH_TOKEN):
+        assert secret not in why and secret not in caplog.text and secret not in shown
+    stored = tmp_path / "tokens" / "s.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    tokens = await FileTokenStorage(stored).get_tokens()
+    assert tokens is not None and tokens.access_token == ACCESS_TOKEN  # it was really used
