@@ -357,3 +357,20 @@ def test_toolnexus_sdk_prints_the_index_and_full_prints_everything(tmp_path: Pat
     small = _cli("sdk", "--sdk-threshold", "100000000", *spec, "--language", "javascript",
                  cwd=tmp_path)  # fmt: skip
     assert '"weather_zone_forecast"(args: { "city": string })' in small
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_a_failed_runs_message_is_cut_in_bytes_with_a_byte_marker(language: str) -> None:
+    runtime = runtime_for(language)
+    code = (
+        'raise ValueError("é" * 5000)'
+        if language == "python"
+        else 'throw new Error("é".repeat(5000))'
+    )
+    try:
+        out = await run_program(code, [], runtime=runtime)
+    finally:
+        await runtime.aclose()
+    message = out["error"]["message"]
+    assert len(message.encode()) <= 4000  # bytes, not characters (4,000 "é" are 8,000 bytes)
+    assert "bytes cut) …" in message and message.count("é") > 1000
