@@ -235,7 +235,7 @@ def test_the_builtins_and_mcp_servers_are_offered_by_default(
     config.write_text(
         json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [server]}}})
     )
-    done = toolnexus("sdk", "--mcp", str(config))
+    done = toolnexus("sdk", "--full", "--mcp", str(config))
     assert done.returncode == 0
     for name in (
         "async def read(",
@@ -244,6 +244,9 @@ def test_the_builtins_and_mcp_servers_are_offered_by_default(
         "async def demo_lookup(",
     ):
         assert name in done.stdout
+    shown = toolnexus("sdk", "--mcp", str(config))  # past the threshold: the index
+    assert shown.returncode == 0 and "search_tools(" in shown.stdout
+    assert "demo_lookup(" in shown.stdout and "async def demo_lookup(" not in shown.stdout
     missing = toolnexus("sdk", "--mcp", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "--mcp: cannot read" in missing.stderr
 

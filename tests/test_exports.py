@@ -78,11 +78,13 @@ EXPECTED = {
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
     toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [
-        "RUN_CODE_BASE_DESCRIPTION", "RUN_CODE_NAME", "ApprovalHandler", "Binding", "CodeMode", "PermissionPolicy",
-        "RunContext", "await_timeout", "bindings", "collapse_message", "collapsed",
-        "default_mode", "default_runtime", "denied_message", "direct_dispatch", "filter_tools",
-        "is_transport_call", "new_parent_token", "parse_mode", "program_output", "render_sdk", "resolve_mode",
-        "run_code_tool", "run_program", "runtime_available", "tag_transport", "visible_tools",
+        "DEFAULT_SDK_THRESHOLD", "RUN_CODE_BASE_DESCRIPTION", "RUN_CODE_NAME", "ApprovalHandler",
+        "Binding", "CodeMode", "PermissionPolicy", "RunContext", "ToolIndex", "await_timeout",
+        "bindings", "check_always_loaded", "check_threshold", "checker_sdk", "collapse_message",
+        "collapsed", "default_mode", "default_runtime", "denied_message", "direct_dispatch",
+        "disclosed_sdk", "filter_tools", "is_transport_call", "new_parent_token", "parse_mode",
+        "program_output", "render_index", "render_sdk", "resolve_mode", "run_code_tool",
+        "run_program", "runtime_available", "tag_transport", "visible_tools",
     ],
     toolnexus.codemode.runtimes: [
         "Budgets", "CodeRuntime", "FailureKind", "MontyRuntime", "ProgramFailure", "RunReport",

@@ -4,7 +4,7 @@ draw a saved run.
     toolnexus [--version] [-v] COMMAND ...
     toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [--timeout S]
                             [--html REPORT] [TOOL OPTIONS]
-    toolnexus sdk [--language L] [TOOL OPTIONS]
+    toolnexus sdk [--language L] [--full] [--sdk-threshold BYTES] [TOOL OPTIONS]
     toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
                    [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [--html REPORT]
                    [TOOL OPTIONS]
@@ -41,7 +41,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from toolnexus.codemode import render_sdk, run_program
+from toolnexus.codemode import DEFAULT_SDK_THRESHOLD, disclosed_sdk, render_sdk, run_program
 from toolnexus.errors import ConfigurationError, ToolnexusError
 from toolnexus.scheduling import EVERYTHING
 from toolnexus.session import Session
@@ -383,8 +383,13 @@ def _runtime(language: str, timeout: float | None) -> Any:
 
 
 async def sdk_command(args: argparse.Namespace, console: Console) -> int:
+    """Print what ``run_code``'s description shows of the tools: their SDK, or above the
+    threshold the index (as a model sees it); ``--full`` prints the whole SDK regardless."""
     async with tool_set(args) as tools:
-        print(render_sdk(args.language, tools))
+        if args.full:
+            print(render_sdk(args.language, tools))
+        else:
+            print(disclosed_sdk(args.language, tools, threshold=args.sdk_threshold))
     return 0
 
 
@@ -554,6 +559,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _byte_count(text: str) -> int:
+    """A number of bytes, 0 or more (argparse reports anything else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of bytes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more bytes, got {text!r}")
+    return value
+
+
 def _param(text: str) -> tuple[str, Any]:
     """``--param KEY=VALUE``: VALUE as JSON when it parses (``0.2``, ``true``, ``[...]``), else
     as text."""
@@ -605,6 +621,18 @@ def _parser() -> argparse.ArgumentParser:
         help="the SDK's language (default python)",
     )
     sdk.add_argument("--tools", help=TOOLS_HELP)
+    sdk.add_argument(
+        "--full",
+        action="store_true",
+        help="print every declaration, even above the threshold (default: what run_code's "
+        "description shows: the SDK, or above the threshold an index of the tools)",
+    )
+    sdk.add_argument(
+        "--sdk-threshold",
+        type=_byte_count,
+        default=DEFAULT_SDK_THRESHOLD,
+        help=f"bytes of SDK above which the index is printed (default {DEFAULT_SDK_THRESHOLD})",
+    )
     _tool_options(sdk)
     chat = commands.add_parser("chat", help="chat with a model that can call tools")
     chat.add_argument(

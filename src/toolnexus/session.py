@@ -64,6 +64,8 @@ BOOKKEEPING_TYPES = frozenset(
         "model_response",
         "model_stop",
         "tool_call",
+        "tool_describe",
+        "tool_search",
         "turn_start",
         "turn_end",
         "step_start",

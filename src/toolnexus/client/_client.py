@@ -24,7 +24,15 @@ from toolnexus.client._turn import RelayHandler
 from toolnexus.client.styles import Style
 from toolnexus.client.styles._base import CHOICE_WORDS, WireOptions
 from toolnexus.client.styles._responses import ResponsesStyle
-from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
+from toolnexus.codemode import (
+    DEFAULT_SDK_THRESHOLD,
+    ApprovalHandler,
+    PermissionPolicy,
+    check_always_loaded,
+    check_threshold,
+    parse_mode,
+    resolve_mode,
+)
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
@@ -43,6 +51,7 @@ _OPTION_NAMES = frozenset(
         "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
         "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
         "prompt_cache", "store", "hosted_code", "hosted_call_timeout", "calls_timeout",
+        "sdk_threshold", "always_loaded",
     }
 )  # fmt: skip
 
@@ -391,6 +400,8 @@ def create_client(
     tool_tiers: bool | None = None,
     relay_handler: RelayHandler | None = None,
     max_tool_concurrency: int | None = None,
+    sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
+    always_loaded: Sequence[str] = (),
 ) -> Client:
     """A client for one model endpoint, with the tool loop around it.
 
@@ -480,6 +491,12 @@ def create_client(
         max_tool_concurrency: The cap on overlapping safe calls, as toolnexus documents it in
             every language (``maxToolConcurrency``); ``max_parallel`` is its synonym. Giving
             both with different values is an error.
+        sdk_threshold: Bytes of rendered SDK above which ``run_code``'s description holds a
+            compact index of the tools instead of their declarations (default 6,144); programs
+            look tools up with ``search_tools`` / ``describe_tool``, and every call is still
+            type-checked against the full SDK. ``0`` always shows the index.
+        always_loaded: Tool names whose full declarations the description keeps beside the
+            index.
 
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
@@ -596,6 +613,8 @@ def create_client(
         fallback=tuple(other._config.style for other in fallback),
         hosted_call_timeout=hosted_call_timeout,
         calls_timeout=calls_timeout,
+        sdk_threshold=check_threshold(sdk_threshold),
+        always_loaded=check_always_loaded(always_loaded),
     )
     return Client(
         cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options

@@ -48,6 +48,7 @@ from toolnexus.client._turn import (
 )
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
+    DEFAULT_SDK_THRESHOLD,
     ApprovalHandler,
     CodeMode,
     PermissionPolicy,
@@ -139,6 +140,8 @@ class LoopConfig:
     tool_choice_every_turn: bool = False
     hosted_call_timeout: float | None = 240.0
     calls_timeout: float | None = 600.0
+    sdk_threshold: int = DEFAULT_SDK_THRESHOLD
+    always_loaded: tuple[str, ...] = ()
 
 
 class _Run:
@@ -490,7 +493,13 @@ def _offered_tools(config: LoopConfig, tools: Sequence[Tool]) -> list[Tool]:
     mode (Code Mode programs call tools directly: no tiers there)."""
     granted = filter_tools(tools, config.policy)
     visible = visible_tools(
-        config.mode, tools, granted, runtime=config.runtime, policy=config.policy
+        config.mode,
+        tools,
+        granted,
+        runtime=config.runtime,
+        policy=config.policy,
+        sdk_threshold=config.sdk_threshold,
+        always_loaded=config.always_loaded,
     )
     if config.mode == "native":
         return tool_tiers(visible, enabled=config.tiers)

@@ -6,6 +6,15 @@ calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the
 """
 
 from toolnexus.codemode._bindings import Binding, bindings, denied_message
+from toolnexus.codemode._discovery import (
+    DEFAULT_SDK_THRESHOLD,
+    ToolIndex,
+    check_always_loaded,
+    check_threshold,
+    checker_sdk,
+    disclosed_sdk,
+    render_index,
+)
 from toolnexus.codemode._modes import (
     RUN_CODE_NAME,
     CodeMode,
@@ -33,6 +42,7 @@ from toolnexus.tools._calls import ApprovalHandler, RunContext, direct_dispatch
 from toolnexus.tools._policy import PermissionPolicy, filter_tools
 
 __all__ = [
+    "DEFAULT_SDK_THRESHOLD",
     "RUN_CODE_BASE_DESCRIPTION",
     "RUN_CODE_NAME",
     "ApprovalHandler",
@@ -40,19 +50,25 @@ __all__ = [
     "CodeMode",
     "PermissionPolicy",
     "RunContext",
+    "ToolIndex",
     "await_timeout",
     "bindings",
+    "check_always_loaded",
+    "check_threshold",
+    "checker_sdk",
     "collapse_message",
     "collapsed",
     "default_mode",
     "default_runtime",
     "denied_message",
     "direct_dispatch",
+    "disclosed_sdk",
     "filter_tools",
     "is_transport_call",
     "new_parent_token",
     "parse_mode",
     "program_output",
+    "render_index",
     "render_sdk",
     "resolve_mode",
     "run_code_tool",

@@ -10,6 +10,7 @@ bookkeeping events: the model's messages do not change. See ``docs/codemode.md``
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from collections.abc import Sequence
@@ -17,9 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from toolnexus._checks import positive_number
 from toolnexus._json import encodable_data, json_problem
-from toolnexus._text import clip_middle
+from toolnexus._text import clip_middle_bytes
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import Binding, bindings
+from toolnexus.codemode._discovery import (
+    DEFAULT_SDK_THRESHOLD,
+    DESCRIBE_TOOL,
+    SEARCH_TOOLS,
+    ToolIndex,
+    check_always_loaded,
+    check_threshold,
+    checker_sdk,
+    disclosed_sdk,
+)
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
@@ -50,7 +61,9 @@ logger = logging.getLogger("toolnexus.codemode")
 
 ENV_CODE_RUN_TIMEOUT = "TOOLNEXUS_CODE_RUN_TIMEOUT"
 DEFAULT_AWAIT_TIMEOUT = 120.0
-MAX_FAILURE_CHARS = 4000
+MAX_FAILURE_BYTES = 4000
+"""The most bytes (UTF-8) of a failed run's message handed to the model; the middle of a
+longer one is cut, and the marker says how many bytes."""
 PATIENCE_GRACE_SECONDS = 5.0
 """How long past ``await_timeout`` to wait for a runtime that does not stop its run itself."""
 
@@ -167,6 +180,59 @@ def _tool_caller(named: dict[str, Binding], log: _CallLog) -> Any:
     return call_tool
 
 
+def _hosts(runtime: CodeRuntime) -> bool:
+    """Whether ``runtime.run`` takes ``call_host`` (a runtime written before the host functions
+    existed does not: its programs get no ``search_tools``, and it still runs). Asked once per
+    runtime class."""
+    kind = type(runtime)
+    known = _HOSTS.get(kind)
+    if known is None:
+        try:
+            parameters = inspect.signature(runtime.run).parameters
+        except (TypeError, ValueError):
+            parameters = {}  # type: ignore[assignment]  # nothing known: no host functions
+        known = _HOSTS[kind] = "call_host" in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+        )
+    return known
+
+
+_HOSTS: dict[type, bool] = {}
+
+
+def _host_caller(index: ToolIndex, session: Session | None, call_id: str | None) -> Any:
+    """``call_host`` for one run: ``search_tools`` and ``describe_tool`` answered from
+    ``index`` (the granted tools only), each logged in ``session`` as a bookkeeping event
+    (``tool_search`` / ``tool_describe``), never as a tool call or a message."""
+
+    def call_host(function: str, args: Any) -> Outcome:
+        fields = args if isinstance(args, dict) else {}
+        try:
+            if function == SEARCH_TOOLS:
+                query, limit = fields.get("query"), fields.get("limit", 5)
+                value: Any = index.search(query, limit)  # type: ignore[arg-type]
+                event = {"id": call_id, "query": query, "limit": limit,
+                         "found": [hit["name"] for hit in value]}  # fmt: skip
+                kind = "tool_search"
+            elif function == DESCRIBE_TOOL:
+                name = fields.get("name")
+                value = index.describe(name)  # type: ignore[arg-type]
+                event, kind = {"id": call_id, "name": name}, "tool_describe"
+            else:
+                return Outcome.failure(function, f"no host function named {function!r}")
+        except (ValueError, LookupError) as exc:
+            if session is not None:
+                failed = {"id": call_id, "function": function, "error": str(exc)}
+                session.log_event("tool_search" if function == SEARCH_TOOLS else "tool_describe",
+                                  encodable_data({**failed, **fields}))  # fmt: skip
+            return Outcome.failure(function, str(exc))
+        if session is not None:
+            session.log_event(kind, encodable_data(event))
+        return Outcome(value=value)
+
+    return call_host
+
+
 def _deliverable(name: str, outcome: Outcome) -> Outcome:
     """``outcome``, or a failure when its value cannot be handed to a program as it is.
 
@@ -241,12 +307,14 @@ async def run_program(
     """
     chosen = runtime if runtime is not None else default_runtime(language)
     _check_program(code, chosen)
-    sdk = render_sdk(chosen.language, filter_tools(tools, policy))
+    granted = filter_tools(tools, policy)
+    sdk = checker_sdk(chosen.language, render_sdk(chosen.language, granted))
     return await _execute(
         code,
         tools,
         chosen,
         sdk,
+        ToolIndex(granted, chosen.language),
         policy=policy,
         session=session,
         max_parallel=max_parallel,
@@ -264,6 +332,7 @@ async def _execute(
     tools: Sequence[Tool],
     chosen: CodeRuntime,
     sdk: str,
+    index: ToolIndex,
     *,
     policy: PermissionPolicy | None,
     session: Session | None,
@@ -294,12 +363,14 @@ async def _execute(
         try:
             binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
             call_tool = _tool_caller({b.name: b for b in binds}, log)
+            host = {"call_host": _host_caller(index, session, call_id)} if _hosts(chosen) else {}
             run = chosen.run(
                 code,
                 tool_names=[b.name for b in binds],
                 call_tool=call_tool,
                 sdk=sdk,
                 patience=patience,
+                **host,
             )
             report: RunReport | None
             # The runtime honours patience itself; this guards against one that does not. Why
@@ -327,13 +398,14 @@ def _output(report: RunReport | None, patience: float, log: _CallLog) -> dict[st
 
 def program_output(report: RunReport, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The output of a finished run: ``{"result", "logs"}``, or ``{"error": {"kind",
-    "message"}, "logs", "calls"}`` with the failure message clipped to `MAX_FAILURE_CHARS`.
+    "message"}, "logs", "calls"}`` with the failure message clipped to `MAX_FAILURE_BYTES`
+    (UTF-8).
     ``calls`` lists the sub-calls the program started, with their status."""
     if report.failure is None:
         return {"result": report.value, "logs": report.logs}
     failure = {
         "kind": report.failure.kind,
-        "message": clip_middle(report.failure.message, MAX_FAILURE_CHARS),
+        "message": clip_middle_bytes(report.failure.message, MAX_FAILURE_BYTES),
     }
     return {"error": failure, "logs": report.logs, "calls": calls}
 
@@ -349,6 +421,8 @@ def run_code_tool(
     hooks: ToolHooks | None = None,
     session: Session | None = None,
     await_timeout: float | None = None,
+    sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
+    always_loaded: Sequence[str] = (),
 ) -> Tool:
     """The ``run_code`` tool for this request.
 
@@ -356,6 +430,12 @@ def run_code_tool(
     ``"code"`` mode the only declaration of the tools the model ever sees, and part of the
     prompt prefix of every request, hence byte-stable). Its bindings cover ``all_tools``
     (denied ones as stubs). A failed program is never re-run for the model.
+
+    When the SDK is larger than ``sdk_threshold`` bytes (default 6 KiB), the description holds
+    an index of the granted tools instead (and the full declarations of the ``always_loaded``
+    ones); programs look the others up with ``search_tools`` and ``describe_tool``. Every
+    granted tool stays callable, and the type checker still checks every call against the
+    full SDK. See "Many tools" in ``docs/codemode.md``.
 
     Arguments the model sends: ``code`` and ``description`` (one sentence for the approval
     prompt and the audit log); a blank description is refused before anything runs.
@@ -367,7 +447,17 @@ def run_code_tool(
     chosen = runtime if runtime is not None else default_runtime("python")
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
     language = chosen.language if chosen.language in _LANGUAGES else "python"
-    sdk = render_sdk(language, granted_tools)
+    full_sdk = render_sdk(language, granted_tools)
+    index = ToolIndex(granted_tools, language)
+    shown = disclosed_sdk(
+        language,
+        granted_tools,
+        threshold=check_threshold(sdk_threshold),
+        always_loaded=check_always_loaded(always_loaded),
+        sdk=full_sdk,
+        index=index,
+    )
+    sdk = checker_sdk(language, full_sdk)
     tools_for_run = list(all_tools)
     patience = _patience(await_timeout)  # validate now, not mid-conversation
     prepare = getattr(chosen, "prepare", None)
@@ -389,6 +479,7 @@ def run_code_tool(
             tools_for_run,
             chosen,
             sdk,
+            index,
             policy=policy if policy is not None else run_ctx.policy,
             session=session if session is not None else run_ctx.session,
             max_parallel=max_parallel,
@@ -403,7 +494,7 @@ def run_code_tool(
 
     return Tool(
         RUN_CODE_NAME,
-        f"{RUN_CODE_BASE_DESCRIPTION}\n\n{sdk}",
+        f"{RUN_CODE_BASE_DESCRIPTION}\n\n{shown}",
         {
             "type": "object",
             "properties": {

@@ -32,7 +32,7 @@ from toolnexus.codemode._schema_types import (
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools import Tool
 
-__all__ = ["SdkLanguage", "parse_language", "render_sdk", "sdk_tools"]
+__all__ = ["SDK_HEADERS", "SdkLanguage", "parse_language", "render_sdk", "sdk_tools"]
 
 SdkLanguage = Literal["python", "javascript", "typescript"]
 _LANGUAGES: tuple[str, ...] = get_args(SdkLanguage)
@@ -48,6 +48,9 @@ _JS_HEADER = """\
 // taking one object: `await tools.name({...})`, or `tools["any-name"]({...})`. Fan out with
 // `await Promise.all([...])`. `return` the result (JSON); console output goes to logs.
 // A failed call throws a ToolError with two strings, `e.tool` and `e.message`."""
+
+SDK_HEADERS = {"python": _PYTHON_HEADER, "javascript": _JS_HEADER, "typescript": _JS_HEADER}
+"""The comment block each SDK opens with: how programs call tools, in that language."""
 
 
 def parse_language(language: object) -> SdkLanguage:

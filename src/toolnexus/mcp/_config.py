@@ -23,7 +23,10 @@ from toolnexus.tools._mcp_config import config_error, parse_config
 
 __all__ = ["BUDGET_KEYS", "OPTION_KEYS", "gateway_options", "load_config"]
 
-OPTION_KEYS = ("language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets")
+OPTION_KEYS = (
+    "language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets",
+    "sdk_threshold", "always_loaded",
+)  # fmt: skip
 """What the ``toolnexus`` key of a gateway config may set (command-line options win)."""
 
 BUDGET_KEYS = ("timeout", "max_memory", "max_output", "max_sub_calls")
@@ -42,6 +45,8 @@ class _Options(BaseModel):
     audit_log: str | None = None
     policy: dict[str, Any] | None = None
     budgets: dict[str, Any] | None = None
+    sdk_threshold: int | None = Field(default=None, ge=0)
+    always_loaded: list[str] = []
 
 
 class _Budgets(BaseModel):
@@ -63,11 +68,13 @@ OPTIONS_MUST_BE = {
     "audit_log": "a string (the path of a JSON-lines file)",
     "policy": 'an object, like {"deny": ["fs_write_file"]}',
     "budgets": 'an object, like {"timeout": 60}',
+    "sdk_threshold": "a number of bytes (an integer >= 0)",
+    "always_loaded": 'a list of tool names, like ["fs_read_text_file"]',
 }
 BUDGETS_MUST_BE = {
     "timeout": "a positive number of seconds",
     "max_memory": "a positive integer (bytes)",
-    "max_output": "a positive integer (characters)",
+    "max_output": "a positive integer (bytes)",
     "max_sub_calls": "a positive integer",
 }
 

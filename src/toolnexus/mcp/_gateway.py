@@ -26,12 +26,16 @@ from mcp.server.session import ServerSession
 from toolnexus._checks import positive_int, refuse_unknown
 from toolnexus._version import __version__
 from toolnexus.codemode import (
+    DEFAULT_SDK_THRESHOLD,
     RUN_CODE_BASE_DESCRIPTION,
     RUN_CODE_NAME,
     PermissionPolicy,
     RunContext,
+    check_always_loaded,
+    check_threshold,
     default_runtime,
     direct_dispatch,
+    disclosed_sdk,
     filter_tools,
     render_sdk,
     run_program,
@@ -97,10 +101,14 @@ class Gateway:
         runtime: The sandbox (the shared default for ``language`` otherwise).
         failures: Upstream servers that could not be reached, by name, with why: said in the
             ``run_code`` description, so the model knows what is missing.
-        tier_threshold: With more tools than this (default 40), the ``run_code`` description
-            declares none of them, and a ``tool_search`` tool returns the typed SDK of the
-            ones matching a query: the description stays small with hundreds of tools.
-            Programs may call any tool; the type checker still knows them all.
+        tier_threshold: With more tools than this (default 40), a ``tool_search`` tool is
+            offered beside ``run_code``: it returns the typed SDK of the tools matching a
+            query, for a client that looks tools up before writing the program.
+        sdk_threshold: Bytes of rendered SDK above which the ``run_code`` description holds a
+            compact index of the tools instead of their declarations (default 6,144), exactly
+            as ``create_client``'s; programs look tools up with ``search_tools`` and
+            ``describe_tool``, may call any tool, and the type checker still knows them all.
+        always_loaded: Tool names declared in full beside the index.
         name: The server's name, as MCP clients show it.
 
     Raises:
@@ -123,6 +131,8 @@ class Gateway:
         runtime: CodeRuntime | None = None,
         failures: dict[str, str] | None = None,
         tier_threshold: int = DEFAULT_THRESHOLD,
+        sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
+        always_loaded: Sequence[str] = (),
         name: str = "toolnexus",
     ) -> None:
         if mode not in ("code", "both"):
@@ -142,6 +152,8 @@ class Gateway:
         self._approval = frozenset(approval)
         self._failures = dict(failures or {})
         self._tier_threshold = tier_threshold
+        self._sdk_threshold = check_threshold(sdk_threshold)
+        self._always_loaded = check_always_loaded(always_loaded)
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()  # connections, see _remember
         self._offer(tools)
         self.server: Server[Any] = Server(
@@ -165,10 +177,12 @@ class Gateway:
         ]
         self.granted = filter_tools(self.tools, self.policy)
         self.tiered = len(self.granted) > self._tier_threshold
-        if self.tiered:
-            sdk = _search_note(self.runtime.language, len(self.granted))
-        else:
-            sdk = render_sdk(self.runtime.language, self.granted)
+        sdk = disclosed_sdk(
+            self.runtime.language,
+            self.granted,
+            threshold=self._sdk_threshold,
+            always_loaded=self._always_loaded,
+        )
         self.description = _description(sdk, self._failures)
 
     async def update(self, tools: Sequence[Tool]) -> None:
@@ -461,17 +475,6 @@ def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:
     if language != "python":
         raise ConfigurationError(f"language must be 'python' or 'javascript', got {language!r}.")
     return MontyRuntime(**budgets)
-
-
-def _search_note(language: str, count: int) -> str:
-    """The ``run_code`` description's tool part when tools are found by ``tool_search``."""
-    fan_out = "await asyncio.gather(...)" if language == "python" else "await Promise.all([...])"
-    return (
-        f"{count} tools are available. Call the tool_search tool with words describing what "
-        "you need: it returns the typed declarations of the matching tools. In the program, "
-        f"call them by name (await tools.name({{...}})), fan out with {fan_out}; a failed "
-        "call raises ToolError."
-    )
 
 
 def _description(sdk: str, failures: dict[str, str] | None) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "Budgets",
     "CodeRuntime",
     "FailureKind",
+    "HostCaller",
     "LogCapture",
     "Patience",
     "ProgramFailure",
@@ -43,6 +44,11 @@ FailureKind = Literal[
 
 ToolCaller = Callable[[str, Any], Awaitable[Outcome]]
 """``await call_tool(name, args) -> Outcome``: one sub-call, resolved when it has committed."""
+
+HostCaller = Callable[[str, Any], Outcome]
+"""``call_host(function, args) -> Outcome``: a host function of the program (``search_tools``,
+``describe_tool``), answered at once and called on the event loop. Not a tool call: it takes
+no scheduler slot and counts against no sub-call budget."""
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -162,11 +168,14 @@ class CodeRuntime(Protocol):
         call_tool: ToolCaller,
         sdk: str,
         patience: float | None = None,
+        call_host: HostCaller | None = None,
     ) -> RunReport:
         """Run ``code`` to the end and report; never raises for anything the program does.
 
         ``tool_names`` are every binding (granted and stubbed); ``sdk`` is the declaration the
-        program was written against (the Python runtime type-checks against it). ``patience``
+        program was written against (the Python runtime type-checks against it). ``call_host``
+        answers the program's ``search_tools`` and ``describe_tool`` (without it they fail as
+        unavailable). ``patience``
         (seconds) may shorten the time budget for this run, never extend it; the run is then
         stopped and reported as ``timeout`` with its logs so far. Cancelling the awaiting task
         kills the program.

@@ -30,6 +30,7 @@ import pydantic_monty as monty
 from toolnexus._checks import positive_int
 from toolnexus.codemode.runtimes._base import (
     Budgets,
+    HostCaller,
     Patience,
     ProgramFailure,
     RunReport,
@@ -158,6 +159,7 @@ class MontyRuntime:
         call_tool: ToolCaller,
         sdk: str,
         patience: float | None = None,
+        call_host: HostCaller | None = None,
     ) -> RunReport:
         """Run one Python program; see [`CodeRuntime`][toolnexus.codemode.runtimes.CodeRuntime].
 
@@ -177,7 +179,7 @@ class MontyRuntime:
             if (self._type_check)
             else None
         )
-        run = Run(loop, call_tool, self.budgets, concurrent=concurrent)
+        run = Run(loop, call_tool, self.budgets, concurrent=concurrent, call_host=call_host)
         if self._pin_cpu:
             run.cpu, run.cpus = self._caller_pins.acquire(), self._cpus
         self._active.add(run)

@@ -31,6 +31,7 @@ import pydantic_monty as monty
 from toolnexus.codemode._schema_types import python_attribute, python_literal
 from toolnexus.codemode.runtimes._base import (
     Budgets,
+    HostCaller,
     LogCapture,
     ProgramFailure,
     ToolCaller,
@@ -41,6 +42,7 @@ from toolnexus.scheduling._scheduler import DID_NOT_COMPLETE
 
 __all__ = [
     "HOST_CALL",
+    "HOST_FUNCTION",
     "Run",
     "SpareSession",
     "Stopped",
@@ -55,6 +57,10 @@ logger = logging.getLogger("toolnexus.codemode")
 
 HOST_CALL = "_toolnexus_call"
 """The one external function the prelude's tool functions call."""
+
+HOST_FUNCTION = "_toolnexus_host"
+"""The external function behind ``search_tools`` and ``describe_tool``: answered at once by the
+host, never a tool call."""
 
 _PRELUDE = """\
 class Tools:
@@ -71,6 +77,12 @@ def _toolnexus_bind(name):
 _toolnexus_functions = {name: _toolnexus_bind(name) for name in %(names)s}
 tools = Tools()
 ToolError = RuntimeError
+
+async def search_tools(query, limit=5):
+    return _toolnexus_host("search_tools", {"query": query, "limit": limit})
+
+async def describe_tool(name):
+    return _toolnexus_host("describe_tool", {"name": name})
 %(attributes)s
 """
 
@@ -406,8 +418,10 @@ class Run:
         budgets: Budgets,
         *,
         concurrent: bool = True,
+        call_host: HostCaller | None = None,
     ) -> None:
         self.loop = loop
+        self.call_host = call_host
         self.concurrent = concurrent  # futures per call; else sync host calls
         self.cpu: int | None = None  # pin the driver thread and the worker here (opt-in)
         self.cpus: set[int] | None = None  # and give them these back after
@@ -674,6 +688,8 @@ class Run:
                 # arguments are read once.
                 if snap.is_os_function:
                     snap = snap.resume_not_handled()
+                elif snap.function_name == HOST_FUNCTION and len(asked := snap.args) == 2:
+                    snap = snap.resume(self._host(asked[0], asked[1]))
                 elif snap.function_name != HOST_CALL or len(call := snap.args) != 2:
                     message = f"name '{snap.function_name}' is not defined"
                     snap = snap.resume({"exc_type": "NameError", "message": message})
@@ -705,6 +721,24 @@ class Run:
             else:
                 raise Stopped(ProgramFailure("substrate_exit", f"unexpected state {snap!r}"))
         return snap.output
+
+    def _host(self, function: Any, args: Any) -> Any:
+        """The answer to a host function: asked of ``call_host`` on the loop (where the session
+        is written), waited for here; the loop has nothing else to do for this run meanwhile."""
+        call_host = self.call_host
+        name = str(function)
+        if call_host is None:
+            return {"exc_type": "RuntimeError", "message": f"{name} is not available in this run"}
+        answered: Future[Outcome] = Future()
+
+        def answer() -> None:
+            try:
+                answered.set_result(call_host(name, args))
+            except BaseException as exc:  # never leave the driver waiting
+                answered.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(answer)
+        return self._answer(answered.result())
 
     def _committed_results(self, pending: list[int], arrived: dict[int, Any]) -> dict[int, Any]:
         """Block until one of ``pending`` committed; answer every committed one, in order."""

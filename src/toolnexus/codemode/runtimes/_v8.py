@@ -37,6 +37,7 @@ from toolnexus._json import dumps_plain, json_problem, loads_strict
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     FailureKind,
+    HostCaller,
     LogCapture,
     ProgramFailure,
     RunReport,
@@ -283,6 +284,7 @@ class V8Runtime:
         call_tool: ToolCaller,
         sdk: str,
         patience: float | None = None,
+        call_host: HostCaller | None = None,
     ) -> RunReport:
         """Run one JavaScript program; see [`CodeRuntime`][toolnexus.codemode.runtimes.CodeRuntime].
 
@@ -298,7 +300,7 @@ class V8Runtime:
             return RunReport(failure=waited_for[1])
         try:
             deadline, late = run_deadline(self.budgets, loop.time(), waited_for)
-            return await self._run(code, tool_names, call_tool, deadline, late)
+            return await self._run(code, tool_names, call_tool, deadline, late, call_host)
         finally:
             self._slots.release()
 
@@ -309,6 +311,7 @@ class V8Runtime:
         call_tool: ToolCaller,
         deadline: float,
         late: ProgramFailure,
+        call_host: HostCaller | None = None,
     ) -> RunReport:
         logs = LogCapture(self.budgets.max_output)
         child = await self._take_child()
@@ -316,7 +319,7 @@ class V8Runtime:
         pins = self._pin(child)
         try:
             conversation = child.conversation
-            conversation.begin(call_tool, logs, self.budgets)
+            conversation.begin(call_tool, logs, self.budgets, call_host)
             run = {"t": "run", "code": code, "tools": list(tool_names)}
             conversation.send({**run, "max_output": self.budgets.max_output})
             report: RunReport | None = None
@@ -454,19 +457,29 @@ class _Conversation(asyncio.Protocol):
         self._outbox: list[bytes] = []
         self._unanswered = 0  # calls started and not answered yet
         self._call_tool: ToolCaller | None = None
+        self._call_host: HostCaller | None = None
+        self._host_ids: set[int] = set()  # the ids of host-function calls, answered at once
         self._logs: LogCapture | None = None
         self._budgets = Budgets()
         self._context = contextvars.Context()
         self.calls: dict[int, _Call] = {}
         """Every call of the run by its id, answered or not (an id is never reused)."""
 
-    def begin(self, call_tool: ToolCaller, logs: LogCapture, budgets: Budgets) -> None:
-        """Serve a run: from now on, lines are the program's messages.
+    def begin(
+        self,
+        call_tool: ToolCaller,
+        logs: LogCapture,
+        budgets: Budgets,
+        call_host: HostCaller | None = None,
+    ) -> None:
+        """Serve a run: from now on, lines are the program's messages (``call_host`` answers
+        its ``search_tools`` and ``describe_tool``).
 
         Must be called in the run's task: each call's coroutine runs in a copy of its context,
         as a task created there would.
         """
         self._call_tool, self._logs, self._budgets = call_tool, logs, budgets
+        self._call_host = call_host
         self._context = contextvars.copy_context()
         early, self._early = self._early or [], None
         for line in early:
@@ -553,7 +566,7 @@ class _Conversation(asyncio.Protocol):
         except ValueError:  # not UTF-8 or not JSON
             self._logs.write("stdout", line.decode(errors="replace") + "\n")
             return
-        problem = _message_problem(message, self.calls)
+        problem = _message_problem(message, self.calls, self._host_ids)
         if problem:
             self._finish(_malformed(problem))
             return
@@ -577,8 +590,29 @@ class _Conversation(asyncio.Protocol):
             self.calls[call.id] = call
             self._unanswered += 1
             call.start(self._call_tool, message["args"], self._context.copy())
+        elif kind == "host":
+            self._host(message["id"], message["fn"], message["args"])
         else:
             self._finish(_done(message, self._budgets))
+
+    def _host(self, call_id: int, function: str, args: dict[str, Any]) -> None:
+        """Answer a host function now (it is no tool call: no task, no lane)."""
+        self._host_ids.add(call_id)
+        call_host = self._call_host
+        if call_host is None:
+            outcome = Outcome.failure(function, f"{function} is not available in this run")
+        else:
+            try:
+                outcome = call_host(function, args)
+            except Exception:
+                logger.exception("call_host raised for %r", function)
+                outcome = Outcome.failure(function, f"{function} failed")
+        if outcome.error is not None:
+            line = dumps_plain({"t": "result", "id": call_id, "ok": False, **outcome.error})
+        else:
+            line = dumps_plain({"t": "result", "id": call_id, "ok": True, "value": outcome.value})
+        self._outbox.append(line.encode() + b"\n")
+        self._flush()
 
     # -- replies -------------------------------------------------------------------------------
 
@@ -694,12 +728,15 @@ def _malformed(problem: str) -> RunReport:
 _FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "log": {"stream": str, "text": str, "truncated": bool},
     "call": {"id": int, "name": str, "args": dict},
+    "host": {"id": int, "fn": str, "args": dict},
     "done": {"ok": bool},
 }
 _FAILED_DONE: dict[str, type | tuple[type, ...]] = {"kind": str, "message": str}
 
 
-def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
+def _message_problem(
+    message: Any, calls: dict[int, Any], host_ids: set[int] | None = None
+) -> str | None:
     """What is wrong with a message from the sandbox, or ``None`` when it is well formed."""
     if (  # the common case, a well-formed call, at a glance (JSON gives exact types)
         type(message) is dict
@@ -708,10 +745,11 @@ def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
         and type(message.get("name")) is str
         and type(message.get("args")) is dict
         and message["id"] not in calls
+        and (not host_ids or message["id"] not in host_ids)
     ):
         return None
     if not isinstance(message, dict) or message.get("t") not in _FIELDS:
-        return "not a log, call or done message"
+        return "not a log, call, host or done message"
     kind = message["t"]
     fields = _FIELDS[kind]
     if kind == "done":
@@ -726,6 +764,8 @@ def _message_problem(message: Any, calls: dict[int, Any]) -> str | None:
             return f"{name!r} of a {kind} message is a {type(value).__name__}"
     if kind == "log" and message["stream"] not in ("stdout", "stderr"):
         return f"a log message for the stream {message['stream']!r}"
-    if kind == "call" and message["id"] in calls:
+    if kind in ("call", "host") and (message["id"] in calls or message["id"] in (host_ids or ())):
         return f"a second call with the id {message['id']}"
+    if kind == "host" and message["fn"] not in ("search_tools", "describe_tool"):
+        return f"a host call of the unknown function {message['fn']!r}"
     return None

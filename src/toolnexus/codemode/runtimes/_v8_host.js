@@ -1,7 +1,8 @@
 // toolnexus V8 host: runs ONE model-written program in a permission-less Deno process.
 //
 // Protocol: JSON lines. Host -> here: {"t":"run",...} once, then {"t":"result",...} per call.
-// Here -> host: {"t":"ready"}, {"t":"call",id,name,args}, {"t":"log",stream,text,truncated},
+// Here -> host: {"t":"ready"}, {"t":"call",id,name,args}, {"t":"host",id,fn,args} (search_tools,
+// describe_tool: answered like a call), {"t":"log",stream,text,truncated},
 // {"t":"done",ok,value | kind,message}. One process serves one run, so every run starts from
 // fresh global state and a runaway is stopped by killing the process.
 //
@@ -316,8 +317,32 @@ function makeConsole(maxOutput) {
   return freeze({ log: stdout, info: stdout, debug: stdout, error: stderr, warn: stderr });
 }
 
+let nextId = 0; // call ids, shared by tool calls and host functions
+
+// search_tools and describe_tool: answered by the host at once (they are not tool calls).
+function makeHost(pending) {
+  const ask = (fn, fields) =>
+    new Promise_((resolve, reject) => {
+      let text;
+      try {
+        text = encode(fields, "arguments", 0);
+      } catch (e) {
+        const why = e instanceof NotJSON ? e.message : "they could not be read";
+        reject(new ToolError(fn, `arguments are not JSON: ${why}`));
+        return;
+      }
+      const id = ++nextId;
+      pending[id] = { resolve, reject };
+      waiting++;
+      writeLine(`{"t":"host","id":${id},"fn":"${fn}","args":${text}}`);
+    });
+  return freeze({
+    search_tools: (query, limit = 5) => ask("search_tools", { query, limit }),
+    describe_tool: (name) => ask("describe_tool", { name }),
+  });
+}
+
 function makeTools(names, pending) {
-  let nextId = 0;
   const tools = create(null);
   for (let i = 0; i < names.length; i++) {
     const name = names[i];
@@ -391,6 +416,9 @@ async function run(message, pending) {
   globalThis.console = makeConsole(message.max_output);
   globalThis.ToolError = ToolError;
   globalThis.tools = makeTools(message.tools, pending);
+  const host = makeHost(pending);
+  globalThis.search_tools = host.search_tools;
+  globalThis.describe_tool = host.describe_tool;
   const AsyncFunction = (async () => {}).constructor;
   let value;
   try {
