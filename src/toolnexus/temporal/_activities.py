@@ -21,6 +21,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus.client import Client
+from toolnexus.client._loop import check_tool_choice, turn_tool_choice
+from toolnexus.client._output import ACCEPTED, OUTPUT_TOOL, output_tool
 from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
 from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
@@ -62,27 +64,48 @@ class ToolActivities:
         self.code_language = code_language
 
     @activity.defn(name=CLASSIFY)
-    async def classify(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def classify(
+        self, request: list[dict[str, Any]] | dict[str, Any]
+    ) -> list[dict[str, Any]]:
         """Each call's class and declared resources, or its answer when it cannot run (an
-        unknown tool, arguments that are not JSON or do not match the schema).
+        unknown tool, arguments that are not JSON or do not match the schema); and the tool's
+        ``retries`` (``None`` when not set), which the run counts its tries against.
+
+        ``request``: the calls, or ``{"calls": [...], "output": {"schema", "retries"}}`` in a
+        run with an output type: its ``final_result`` calls are answered here, by the output
+        tool's schema (accepted, or field errors the model may fix), as in process.
 
         Recorded in the history, so a replay schedules from exactly these facts, whatever the
         workers' tools look like by then.
         """
+        calls = request if isinstance(request, list) else request["calls"]
+        kit = self.kit
+        output = None if isinstance(request, list) else request.get("output")
+        if output is not None:  # the output tool replaces a tool of its name, as in process
+            made = output_tool(output["schema"], output["retries"], _accepted)
+            kit = Toolkit([*(t for t in self.kit if t.name != OUTPUT_TOOL), made])
         classified: list[dict[str, Any]] = []
         for data in calls:
             call = call_from_wire(data)
-            checked = precheck(call, self.kit)
+            known = kit.get(call.name)
+            retries = None if known is None else known.retries
+            checked = precheck(call, kit)
             if isinstance(checked, Outcome):
-                classified.append({"answer": outcome_to_wire(checked, call.name)})
+                answer = outcome_to_wire(checked, call.name)
+                classified.append({"answer": answer, "retries": retries})
                 continue
             tool, args = checked
+            if output is not None and tool.name == OUTPUT_TOOL:
+                accepted = outcome_to_wire(Outcome(value=ACCEPTED), call.name)
+                classified.append({"answer": accepted, "retries": retries})
+                continue
             mode, resources = classify(tool, args)
             hints = tool.hints
             facts: dict[str, Any] = {
                 "mode": mode,
                 "resources": None if resources is None else resources.to_json(),
                 "idempotent": hints is not None and hints.idempotent is True,
+                "retries": retries,
             }
             if tool.name == RUN_CODE_NAME:  # run as a durable program, its sub-calls activities
                 facts["program"] = {"code": args["code"], "language": self.code_language}
@@ -133,8 +156,18 @@ class ModelActivities:
     messages in its provider's shape and makes each model request."""
 
     def __init__(self, client: Client, kit: Toolkit) -> None:
-        self.style = client._config.style
-        self.definitions = self.style.tool_definitions(list(kit))
+        """Raises:
+        ConfigurationError: the client's ``tool_choice`` names a tool ``kit`` does not have
+            (as ``client.run`` refuses it before any request).
+        """
+        config = client._config
+        self.style = config.style
+        self.tools = list(kit)
+        self.definitions = self.style.tool_definitions(self.tools)
+        self.tool_choice = config.tool_choice
+        self.every_turn = config.tool_choice_every_turn
+        if self.tool_choice != OUTPUT_TOOL:  # offered by the runs that ask for an output
+            check_tool_choice(self.tool_choice, self.tools)
 
     @activity.defn(name=OPENING)
     async def opening(self, prompt: str) -> list[dict[str, Any]]:
@@ -142,15 +175,44 @@ class ModelActivities:
         return self.style.opening([], prompt)
 
     @activity.defn(name=MODEL_TURN)
-    async def model_turn(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """One model request. The client retried what was worth retrying already, so a
-        provider error ends the run rather than being retried again."""
+    async def model_turn(self, request: list[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:
+        """One model request, as ``client.run`` makes it: the same tools offered (with the
+        output tool of a run that asks for an output type) and the client's ``tool_choice``
+        on the same turns.
+
+        ``request``: ``{"messages", "turn" (answered turns before this one), "output"}``, or
+        the messages alone (a run started by an earlier version). The client retried what was
+        worth retrying already, so a provider error ends the run rather than being retried
+        again; this worker heartbeats meanwhile, so a lost worker is noticed and the request
+        is made again elsewhere, within the run's ``model_timeout``.
+        """
+        if isinstance(request, list):
+            messages, turns, output = request, 0, None
+        else:
+            messages, turns, output = request["messages"], request["turn"], request["output"]
+        definitions = self.definitions
+        if output is not None:
+            made = output_tool(output["schema"], output["retries"], _accepted)
+            offered = [*(t for t in self.tools if t.name != OUTPUT_TOOL), made]
+            definitions = self.style.tool_definitions(offered)
+        choice = turn_tool_choice(self.tool_choice, self.every_turn, turns)
         try:
-            turn = await self.style.respond(
-                messages, self.definitions, stream=False, on_text=_ignore, on_call=_ignore
-            )
+            async with _heartbeating():
+                turn = await self.style.respond(
+                    messages,
+                    definitions,
+                    stream=False,
+                    on_text=_ignore,
+                    on_call=_ignore,
+                    tool_choice=choice,
+                )
         except ProviderError as exc:
-            raise ApplicationError(str(exc), type="ProviderError", non_retryable=True) from None
+            raise ApplicationError(
+                exc.message,
+                {"status": exc.status, "detail": exc.detail},
+                type="ProviderError",
+                non_retryable=True,
+            ) from None
         return {
             "text": turn.text,
             "calls": [call_to_wire(call) for call in turn.calls],
@@ -174,6 +236,10 @@ class ModelActivities:
 
 async def _ignore(_: object) -> None:
     return None
+
+
+def _accepted(_: object) -> str:
+    return ACCEPTED
 
 
 PROGRAM_STEP = "toolnexus.program_step"

@@ -25,6 +25,7 @@ ids stay unique and deterministic across runs; bookkeeping activities carry the 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -32,10 +33,18 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.scheduling import SchedulingRule
+    from toolnexus.client._loop import count_retries
+    from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
+    from toolnexus.scheduling import SchedulingRule, ToolCall
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
@@ -46,12 +55,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus.temporal._wire import (
         PAYLOAD_BUDGET,
+        call_from_wire,
         failure_to_wire,
+        outcome_from_wire,
         outcome_to_wire,
         stored_size,
     )
     from toolnexus.tools import Resources, ToolResult
-    from toolnexus.tools._outcome import outcome_from_value
+    from toolnexus.tools._outcome import outcome_from_value, retry_outcome
 
 __all__ = [
     "BATCH_WORKFLOW",
@@ -262,74 +273,170 @@ def _fit(
 class RunWorkflow:
     """A whole agent run: each model request and each tool call is an activity.
 
-    The loop is the client's: ask the model, run its calls by the rule, hand the outcomes back,
-    until it answers without calls or ``max_turns`` is reached. The messages are built by the
-    workers' client (its provider's shape), through activities, so this code stays pure. A
-    long run continues as new between turns, or inside a turn's batch, carrying the messages,
-    the turns so far and the outcomes of the batch in progress.
+    The loop is the client's, with its limits: ask the model, run its calls by the rule, hand
+    the outcomes back, until it answers without calls (or, with an output type, hands over
+    its result), ``max_turns`` is reached, or a tool needed another try more often than its
+    ``retries`` allow (counted as in process, by the client's own `count_retries`). The
+    messages are built by the workers' client (its provider's shape), through activities, so
+    this code stays pure. A long run continues as new between turns, or inside a turn's
+    batch, carrying the messages, the turns so far, the tries counted and the outcomes of the
+    batch in progress.
     """
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
         plan = Plan(request)
         state = request.get("state", {})
+        output: dict[str, Any] | None = request.get("output")
         if "messages" in state:
             messages: list[dict[str, Any]] = state["messages"]
         else:
             messages = await _quick(OPENING, request["prompt"], "opening")
         turns: list[dict[str, Any]] = state.get("turns", [])
-        while len(turns) < request["max_turns"] or state.get("partial") is not None:
-            number = len(turns) - (1 if state.get("partial") is not None else 0)
-            if state.get("partial") is None:
+        tries: collections.Counter[str] = collections.Counter(state.get("tries", {}))
+        partial: list[Any] | None = state.get("partial")
+        while len(turns) < request["max_turns"] or partial is not None:
+            number = len(turns) - (1 if partial is not None else 0)
+            if partial is None:
                 if plan.boundary():
-                    error = _continue(request, plan, messages=messages, turns=turns, partial=None)
+                    error = _continue(
+                        request,
+                        plan,
+                        messages=messages,
+                        turns=turns,
+                        partial=None,
+                        tries=dict(tries),
+                    )
                     return _ended(plan, messages, turns, error)
                 size = _too_big(messages, plan.store)
                 if size is not None:
                     return _ended(plan, messages, turns, _transcript_too_big(size))
                 try:
-                    reply = await workflow.execute_activity(
-                        MODEL_TURN,
-                        messages,
-                        activity_id=f"model:{number}",
-                        start_to_close_timeout=timedelta(seconds=request["model_timeout"]),
-                        retry_policy=RetryPolicy(maximum_attempts=3),
-                    )
+                    reply = await _model_turn(request, plan, messages, number, output)
                 except ActivityError as exc:
-                    cause = exc.cause if exc.cause is not None else exc
-                    return _ended(plan, messages, turns, str(cause))
+                    return _ended(plan, messages, turns, *_model_failure(exc, request))
                 plan.progressed = True
                 turns.append({"reply": reply, "outcomes": [], "waits": []})
                 ending = reply.get("ending", "answered")
                 if ending in ("refused", "context_window"):  # never in the transcript
                     status = "refused" if ending == "refused" else "incomplete"
-                    return _ended(plan, messages, turns, None, status)
+                    return _ended(plan, messages, turns, None, status=status)
                 messages.extend(reply["transcript"])
-                if ending == "paused":  # sent back as it is, the turn goes on
-                    continue
-                done: list[dict[str, Any]] = []
+                done: list[Any] = []
             else:
-                done = state["partial"]
-            state = {}
+                done = partial
+            partial = None
             turn = turns[-1]
             calls = turn["reply"]["calls"]
-            if not calls:
-                return _ended(plan, messages, turns, None, "done")
-            waits = turn.setdefault("waits", [])
-            outcomes, finished = await run_calls(
-                calls, done, plan, f"{number}:", plan.boundary, waits=waits
-            )
-            if not finished:
-                error = _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
+            if calls:
+                waits = turn.setdefault("waits", [])
+                allowed = turn.setdefault("retries", {})
+                outcomes, finished = await run_calls(
+                    calls,
+                    done,
+                    plan,
+                    f"{number}:",
+                    plan.boundary,
+                    waits=waits,
+                    allowed=allowed,
+                    output=output,
+                )
+                if not finished:
+                    error = _continue(
+                        request,
+                        plan,
+                        messages=messages,
+                        turns=turns,
+                        partial=outcomes,
+                        tries=dict(tries),
+                    )
+                    turn["outcomes"] = outcomes
+                    return _ended(plan, messages, turns, error)
                 turn["outcomes"] = outcomes
-                return _ended(plan, messages, turns, error)
-            turn["outcomes"] = outcomes
-            answers = {"calls": calls, "outcomes": outcomes}
-            size = _too_big(answers, plan.store)
-            if size is not None:
-                return _ended(plan, messages, turns, _transcript_too_big(size))
-            messages += await _quick(RESULTS, answers, plan.bookkeeping_id(f"results:{number}"))
+                answers = {"calls": calls, "outcomes": outcomes}
+                size = _too_big(answers, plan.store)
+                if size is not None:
+                    return _ended(plan, messages, turns, _transcript_too_big(size))
+                name = plan.bookkeeping_id(f"results:{number}")
+                messages += await _quick(RESULTS, answers, name)
+                made = [call_from_wire(c) for c in calls]
+                reason = count_retries(
+                    tries, made, [outcome_from_wire(o) for o in outcomes], allowed.get
+                )
+                if reason is not None:  # a tool's retries ran out
+                    return _ended(plan, messages, turns, None, "incomplete", reason)
+                if output is not None and _received(made, outcomes):
+                    return _ended(plan, messages, turns, None, "done")
+            if turn["reply"].get("ending") == "paused":
+                continue  # sent back as it is, the turn goes on (bounded by max_turns)
+            if not calls:
+                if output is None:
+                    return _ended(plan, messages, turns, None, "done")
+                # text where a structured result was asked for: one of the output's tries
+                asked = [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
+                reason = count_retries(tries, *asked, lambda _: output["retries"])
+                if reason is not None:
+                    return _ended(plan, messages, turns, None, "incomplete", reason)
+                messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
+                turn["asked_for_output"] = True
         return _ended(plan, messages, turns, None, "incomplete")
+
+
+MODEL_FAILED = "a model request failed"
+
+
+async def _model_turn(
+    request: dict[str, Any],
+    plan: Plan,
+    messages: list[dict[str, Any]],
+    number: int,
+    output: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The model's reply to ``messages`` (turn ``number``, from 0), as an activity.
+
+    ``model_timeout`` bounds the turn with its retries: a worker lost in the middle (noticed
+    by its heartbeat) makes the request again elsewhere, within what is left of it.
+    """
+    limit = timedelta(seconds=request["model_timeout"])
+    heartbeat = timedelta(seconds=plan.timings["heartbeat"])
+    reply: dict[str, Any] = await workflow.execute_activity(
+        MODEL_TURN,
+        {"messages": messages, "turn": number, "output": output},
+        activity_id=f"model:{number}",
+        start_to_close_timeout=limit,
+        schedule_to_close_timeout=limit,
+        heartbeat_timeout=min(heartbeat, limit),
+        retry_policy=RetryPolicy(maximum_attempts=3),
+    )
+    return reply
+
+
+def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, str, None, Any]:
+    """(error, status, stopped_by, the provider's error) of a model turn that failed: the
+    provider's own error as the client raised it (its message, HTTP status and detail), or a
+    turn past ``model_timeout``."""
+    cause = exc.cause if exc.cause is not None else exc
+    if isinstance(cause, ApplicationError) and cause.type == "ProviderError":
+        said = cause.details[0] if cause.details else {}
+        return cause.message, "error", None, said
+    if isinstance(cause, TimeoutError):
+        seconds = request["model_timeout"]
+        message = (
+            f"the model did not finish its turn within {seconds:g} s (start_run's "
+            "model_timeout), its retries included; raise model_timeout, or bound the turn "
+            "with the workers' client (turn_timeout, max_tokens in request_params)"
+        )
+        return message, "error", None, None
+    message = cause.message if isinstance(cause, FailureError) else str(cause)
+    return message or MODEL_FAILED, "error", None, None
+
+
+def _received(calls: list[ToolCall], outcomes: list[Any]) -> bool:
+    """Whether the output tool accepted one of a turn's calls (the run's result)."""
+    return any(
+        call.name == OUTPUT_TOOL and outcome["error"] is None
+        for call, outcome in zip(calls, outcomes, strict=True)
+    )
 
 
 def _transcript_too_big(size: int) -> str:
@@ -345,10 +452,18 @@ def _ended(
     turns: list[dict[str, Any]],
     error: str | None,
     status: str = "error",
+    stopped_by: str | None = None,
+    provider: Any = None,
 ) -> dict[str, Any]:
+    """The run's answer; ``stopped_by``: why the loop stopped it early (a tool's retries);
+    ``provider``: the status and detail of the provider's error that ended it."""
     result: dict[str, Any] = {"messages": messages, "turns": turns, "status": status}
     if error is not None:
         result["error"] = error
+    if stopped_by is not None:
+        result["stopped_by"] = stopped_by
+    if provider:
+        result["provider_error"] = provider
     size = _too_big(result, plan.store)
     if size is None:
         return result
@@ -501,6 +616,8 @@ async def run_calls(
     boundary: Callable[[], bool],
     recorded: set[int] | None = None,
     waits: list[list[Any]] | None = None,
+    allowed: dict[str, int | None] | None = None,
+    output: dict[str, Any] | None = None,
 ) -> tuple[list[Any], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
@@ -515,7 +632,10 @@ async def run_calls(
     result (so this run's history holds it). ``waits``, when given, receives
     ``[index, index waited for, resource, admitted]`` for each call that waited for an earlier
     one (``admitted``: the workflow's time when the rule got it): what the histories cannot
-    tell of a call, kept only for the calls that waited, so it stays small.
+    tell of a call, kept only for the calls that waited, so it stays small. ``allowed``,
+    when given, receives each called tool's ``retries`` (from its classification), which the
+    run counts the model's tries against. ``output``: the output type's schema and tries, in a
+    run that asks for one: its ``final_result`` calls are answered by their classification.
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -561,10 +681,15 @@ async def run_calls(
             if fed not in facts_of:
                 chunk = calls[fed : fed + CLASSIFY_CHUNK]
                 name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
-                for offset, facts in enumerate(await _quick(CLASSIFY, chunk, name)):
+                asked = chunk if output is None else {"calls": chunk, "output": output}
+                for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
                     facts_of[fed + offset] = facts
             index, facts = fed, facts_of[fed]
             fed += 1
+            if allowed is not None:
+                call = calls[index]
+                assert call is not None  # only calls before len(done) are None, never fed
+                allowed[call["name"]] = facts.get("retries")
             if "answer" in facts:
                 del facts_of[index]
                 outcomes[index] = facts["answer"]
