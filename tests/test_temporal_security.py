@@ -29,8 +29,9 @@ from fake_provider import FakeProvider, Turn
 from test_client import client_for
 from test_temporal import FAST, look, touch, workers  # noqa: F401  (workers: a fixture)
 from test_temporal_scale import runs_of
-from toolnexus import ModelRetry, Tool, ToolCall, tool
+from toolnexus import ModelRetry, Tool, ToolCall, ToolHints, tool
 from toolnexus.client import RunResult
+from toolnexus.codemode import PermissionPolicy, RunContext
 from toolnexus.errors import ConfigurationError, PayloadStoreError, ProviderError
 from toolnexus.temporal import (
     MAX_RESULT_BYTES,
@@ -44,6 +45,8 @@ from toolnexus.temporal import (
     worker,
 )
 from toolnexus.temporal._wire import STORE_ENCODING
+from toolnexus.tools import ToolHooks
+from toolnexus.tools.relay import relay_tool
 
 pytestmark = pytest.mark.temporal
 
@@ -536,6 +539,130 @@ async def test_a_durable_run_sends_the_clients_tool_choice_as_in_process(
     unknown = client_for(provider, "openai", tool_choice="nope")
     with pytest.raises(ConfigurationError, match="tool_choice='nope' cannot be honoured"):
         worker(temporal, task_queue=f"q-{uuid.uuid4()}", tools=[look], client=unknown)
+
+
+@tool(hints=ToolHints(read_only=True))
+async def stall(n: int) -> str:
+    """Never returns in time."""
+    await asyncio.sleep(30)
+    return f"stalled {n}"
+
+
+async def test_a_durable_turns_calls_are_bounded_by_calls_timeout_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers' client's ``calls_timeout`` bounds a durable turn's calls in all: a call
+    still running then is cancelled and answered as late, the calls that finished keep their
+    outcomes, one the rule still held is late too, and one that could not run keeps its
+    answer; the run goes on (before, a durable turn waited for every call)."""
+    _answering(
+        provider,
+        [
+            Turn(
+                calls=[
+                    ("a", "look", {"n": 1}),
+                    ("b", "stall", {"n": 2}),
+                    ("c", "touch", {"n": 3}),  # unsafe: waits for the stalled read
+                    ("d", "nope", {}),
+                ]
+            ),
+            Turn(text="done"),
+        ],
+    )
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look, stall, touch], client_options={"calls_timeout": 1}
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "done"
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[0] == "look 1"
+    assert outputs[1].startswith("the call did not finish within 1 s (calls_timeout")
+    assert outputs[2] == outputs[1]
+    assert outputs[3].startswith("unknown tool 'nope'")
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+@tool(requires_approval=True)
+async def wipe(n: int) -> str:
+    """Needs consent for every call."""
+    return f"wiped {n}"
+
+
+@tool
+async def whose(n: int, ctx: RunContext[str]) -> str:
+    """Tells whose dependencies it got."""
+    return f"{ctx.deps} {n}"
+
+
+async def test_a_durable_run_keeps_the_clients_permissions_approvals_hooks_and_deps(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers' client's guards hold for a durable run's calls as for its in-process
+    runs: a tool its ``permissions`` deny is not offered and not run if called anyway, a tool
+    that needs approval runs only when its handler approves (and never without one), hooks
+    run around every call, and tools see the client's ``deps`` (before, a durable run ran
+    every call of every worker tool, approval or not)."""
+    _answering(
+        provider,
+        [
+            Turn(
+                calls=[
+                    ("a", "touch", {"n": 1}),
+                    ("b", "wipe", {"n": 2}),
+                    ("c", "wipe", {"n": 3}),
+                    ("d", "whose", {"n": 4}),
+                ]
+            ),
+            Turn(text="done"),
+        ],
+    )
+    tools = [look, touch, wipe, whose]
+    denied = {"permissions": PermissionPolicy(deny=["touch"]), "deps": "the client's"}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, tools, client_options=denied
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[0].startswith("unknown tool 'touch'")
+    assert "needs approval and no approval handler is configured" in outputs[1]
+    assert outputs[3] == "the client's 4"
+    assert "touch" not in json.dumps(local_asked[0]["tools"])
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+    seen: list[str] = []
+
+    def approve(name: str, args: dict[str, Any]) -> bool:
+        return bool(args["n"] == 2)
+
+    def before(name: str, args: dict[str, Any], ctx: Any) -> None:
+        seen.append(f"{name} {args['n']}")
+
+    guarded = {"approval_handler": approve, "hooks": ToolHooks(before=[before])}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, tools, client_options=guarded
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[1] == "wiped 2" and "was not approved" in outputs[2]
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+    assert sorted(seen) == sorted(2 * ["touch 1", "wipe 2", "whose 4"])  # each run's
+
+    _answering(
+        provider,
+        [Turn(calls=[("r", "ask", {"q": "why"}), ("l", "look", {"n": 1})]), Turn(text="done")],
+    )
+    relayed = {"relay_handler": lambda call: f"the host says: {call.arguments['q']}"}
+    ask = relay_tool("ask", "Ask the host.", {"type": "object", "properties": {"q": {}}})
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look, ask], client_options=relayed
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.tool_calls[0].output == "the host says: why"
+    _assert_same_run(durable, local)
+    assert asked == local_asked
 
 
 async def test_a_durable_run_stops_at_max_turns_as_in_process(

@@ -23,10 +23,16 @@ from temporalio.exceptions import ApplicationError
 from toolnexus.client import Client
 from toolnexus.client._loop import check_tool_choice, turn_tool_choice
 from toolnexus.client._output import ACCEPTED, OUTPUT_TOOL, output_tool
-from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
+from toolnexus.client._turn import RelayHandler
+from toolnexus.codemode import (
+    RUN_CODE_NAME,
+    default_runtime,
+    program_output,
+    render_sdk,
+)
 from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome, run_batch, snapshot
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
@@ -36,7 +42,12 @@ from toolnexus.temporal._wire import (
     outcome_to_wire,
     stored_size,
 )
-from toolnexus.tools import Tool, Toolkit, classify
+from toolnexus.tools import RunContext, Tool, Toolkit, classify
+from toolnexus.tools._calls import Prechecked, dispatch_call
+from toolnexus.tools._hooks import maybe_await
+from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.tools._policy import filter_tools
+from toolnexus.tools._relay import is_relay
 
 __all__ = [
     "CALL_TOOL",
@@ -59,9 +70,31 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 class ToolActivities:
     """The tool activities of one worker, over its tools (matched by name with the caller's)."""
 
-    def __init__(self, tools: Toolkit | Sequence[Tool], code_language: str = "python") -> None:
+    def __init__(
+        self,
+        tools: Toolkit | Sequence[Tool],
+        code_language: str = "python",
+        client: Client | None = None,
+    ) -> None:
+        """``client``: the worker's client, whose guards (``permissions``, approval handler,
+        hooks, ``deps``) the calls of durable agent runs get, as the calls of ``client.run``
+        do; a durable batch runs as the in-process ``run_batch`` does, without them."""
         self.kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
         self.code_language = code_language
+        self.guards: RunContext[Any] | None = None
+        self.relay_handler: RelayHandler | None = None
+        policy = None
+        if client is not None:
+            config = client._config
+            policy = config.policy
+            self.relay_handler = config.relay_handler
+            self.guards = RunContext(
+                deps=config.deps,
+                policy=policy,
+                approval_handler=config.approval_handler,
+                hooks=config.hooks,
+            )
+        self.run_kit = Toolkit(filter_tools(list(self.kit), policy))  # what a run is offered
 
     @activity.defn(name=CLASSIFY)
     async def classify(
@@ -71,19 +104,22 @@ class ToolActivities:
         unknown tool, arguments that are not JSON or do not match the schema); and the tool's
         ``retries`` (``None`` when not set), which the run counts its tries against.
 
-        ``request``: the calls, or ``{"calls": [...], "output": {"schema", "retries"}}`` in a
-        run with an output type: its ``final_result`` calls are answered here, by the output
-        tool's schema (accepted, or field errors the model may fix), as in process.
+        ``request``: the calls, or ``{"calls": [...], "run": bool, "output": {"schema",
+        "retries"} | None}``. The calls of an agent run (``run``) may call only the tools the
+        worker's client's ``permissions`` allow, as in process; in a run with an output type,
+        its ``final_result`` calls are answered here, by the output tool's schema (accepted,
+        or field errors the model may fix), as in process.
 
         Recorded in the history, so a replay schedules from exactly these facts, whatever the
         workers' tools look like by then.
         """
         calls = request if isinstance(request, list) else request["calls"]
-        kit = self.kit
-        output = None if isinstance(request, list) else request.get("output")
+        asked = {} if isinstance(request, list) else request
+        kit = self.run_kit if asked.get("run") else self.kit  # a denied tool is unknown there
+        output = asked.get("output")
         if output is not None:  # the output tool replaces a tool of its name, as in process
             made = output_tool(output["schema"], output["retries"], _accepted)
-            kit = Toolkit([*(t for t in self.kit if t.name != OUTPUT_TOOL), made])
+            kit = Toolkit([*(t for t in kit if t.name != OUTPUT_TOOL), made])
         classified: list[dict[str, Any]] = []
         for data in calls:
             call = call_from_wire(data)
@@ -117,12 +153,42 @@ class ToolActivities:
         """Run one call and return its outcome (a tool's failure included) as JSON data.
 
         It runs exactly as an in-process batch of one runs it (``toolnexus.run_batch``): the
-        same checks, the same span, the same outcome; this worker heartbeats meanwhile.
+        same checks, the same span, the same outcome; a call of an agent run (``"run"`` in
+        ``request``) runs as ``client.run`` runs it, under the worker's client's guards
+        (approval, hooks, ``deps``). This worker heartbeats meanwhile.
         """
         call = call_from_wire(request["call"])
         async with _heartbeating():
-            outcome = (await run_batch([call], self.kit))[0]
+            if request.get("run") and self.guards is not None:
+                outcome = await _guarded(call, self.run_kit, self.guards, self.relay_handler)
+            else:
+                outcome = (await run_batch([call], self.kit))[0]
         return outcome_to_wire(outcome, call.name, activity.payload_converter())
+
+
+async def _guarded(
+    call: ToolCall, kit: Toolkit, guards: RunContext[Any], relay_handler: RelayHandler | None
+) -> Outcome:
+    """One call of an agent run, through the dispatch every in-process run's call takes:
+    approval (refused without a handler when the tool needs it), before-hooks, the tool,
+    after-hooks, in a lane of its own (so a tool's ``timeout`` holds). A relay tool's call is
+    answered by the client's ``relay_handler``, as in process; without one it fails as data
+    (a durable run cannot wait for the host)."""
+    checked = precheck(call, kit)
+    if isinstance(checked, Outcome):
+        return checked
+    tool, args = checked
+    if is_relay(tool):
+        if relay_handler is None:
+            return Outcome.failure(call.name, NO_RELAY_HANDLER)
+        try:
+            answer = relay_handler(ToolCall(call.id, call.name, snapshot(args)))
+            return outcome_from_value(call.name, await maybe_await(answer))
+        except Exception as exc:
+            return outcome_from_exception(call.name, exc)
+    ctx = dataclasses.replace(guards, call_id=call.id)
+    async with Scheduler(dispatch_call, max_parallel=1, audit=False) as lane:
+        return await lane.wait(lane.submit(tool, args, Prechecked(ctx), call_id=call.id))
 
 
 @contextlib.asynccontextmanager
@@ -146,6 +212,11 @@ async def _heartbeating() -> AsyncIterator[None]:
             await beating
 
 
+NO_RELAY_HANDLER = (
+    "a relay tool is answered by the host, and a durable run cannot wait for it: give the "
+    "workers' client a relay_handler"
+)
+
 OPENING = "toolnexus.opening"
 MODEL_TURN = "toolnexus.model_turn"
 RESULTS = "toolnexus.results"
@@ -162,10 +233,11 @@ class ModelActivities:
         """
         config = client._config
         self.style = config.style
-        self.tools = list(kit)
+        self.tools = filter_tools(list(kit), config.policy)  # offered, as in process
         self.definitions = self.style.tool_definitions(self.tools)
         self.tool_choice = config.tool_choice
         self.every_turn = config.tool_choice_every_turn
+        self.calls_timeout = config.calls_timeout
         if self.tool_choice != OUTPUT_TOOL:  # offered by the runs that ask for an output
             check_tool_choice(self.tool_choice, self.tools)
 
@@ -224,6 +296,7 @@ class ModelActivities:
             "stop_reason": turn.stop_reason,
             "stop_details": turn.stop_details,
             "model": self.style.model,
+            "calls_timeout": self.calls_timeout,  # how long the turn's calls may take in all
         }
 
     @activity.defn(name=RESULTS)

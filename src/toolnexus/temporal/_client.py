@@ -279,8 +279,9 @@ async def start_run(
     It keeps the limits of ``Client.run``: ``max_turns``; each tool's ``retries`` (a
     ``ModelRetry`` or arguments that do not validate, counted per tool and per response: past
     them the run stops as ``"incomplete"`` with ``stopped_by`` naming the tool); the output
-    type's ``output_retries``; and the workers' client's ``turn_timeout``, ``retries`` and
-    ``tool_choice``.
+    type's ``output_retries``; and the workers' client's ``turn_timeout``, ``retries``,
+    ``calls_timeout`` and ``tool_choice``, and its guards on every call (``permissions``,
+    ``approval_handler``, ``hooks``, ``deps``, ``relay_handler``). See ``docs/temporal.md``.
 
     The workers of ``task_queue`` (started with ``worker(..., client=...)``) make the model
     requests with their client and run the tool calls; this process may exit and another pick

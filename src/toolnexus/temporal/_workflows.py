@@ -44,6 +44,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from toolnexus.client._loop import count_retries
     from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
+    from toolnexus.client._turn import CALLS_LATE
     from toolnexus.scheduling import SchedulingRule, ToolCall
     from toolnexus.temporal._activities import (
         CALL_TOOL,
@@ -276,7 +277,8 @@ class RunWorkflow:
     The loop is the client's, with its limits: ask the model, run its calls by the rule, hand
     the outcomes back, until it answers without calls (or, with an output type, hands over
     its result), ``max_turns`` is reached, or a tool needed another try more often than its
-    ``retries`` allow (counted as in process, by the client's own `count_retries`). The
+    ``retries`` allow (counted as in process, by the client's own `count_retries`). A turn's
+    calls are bounded in all by the workers' client's ``calls_timeout``, as in process. The
     messages are built by the workers' client (its provider's shape), through activities, so
     this code stays pure. A long run continues as new between turns, or inside a turn's
     batch, carrying the messages, the turns so far, the tries counted and the outcomes of the
@@ -317,6 +319,8 @@ class RunWorkflow:
                     return _ended(plan, messages, turns, *_model_failure(exc, request))
                 plan.progressed = True
                 turns.append({"reply": reply, "outcomes": [], "waits": []})
+                if reply.get("calls_timeout") is not None:  # from the end of the response
+                    turns[-1]["deadline"] = workflow.now().timestamp() + reply["calls_timeout"]
                 ending = reply.get("ending", "answered")
                 if ending in ("refused", "context_window"):  # never in the transcript
                     status = "refused" if ending == "refused" else "incomplete"
@@ -340,6 +344,8 @@ class RunWorkflow:
                     waits=waits,
                     allowed=allowed,
                     output=output,
+                    deadline=_calls_deadline(turn),
+                    run=True,
                 )
                 if not finished:
                     error = _continue(
@@ -383,6 +389,8 @@ class RunWorkflow:
 
 
 MODEL_FAILED = "a model request failed"
+MODEL_ATTEMPTS = 3
+"""How often a model request is made when its worker is lost (within ``model_timeout``)."""
 
 
 async def _model_turn(
@@ -406,7 +414,7 @@ async def _model_turn(
         start_to_close_timeout=limit,
         schedule_to_close_timeout=limit,
         heartbeat_timeout=min(heartbeat, limit),
-        retry_policy=RetryPolicy(maximum_attempts=3),
+        retry_policy=RetryPolicy(maximum_attempts=MODEL_ATTEMPTS),
     )
     return reply
 
@@ -419,6 +427,12 @@ def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, st
     if isinstance(cause, ApplicationError) and cause.type == "ProviderError":
         said = cause.details[0] if cause.details else {}
         return cause.message, "error", None, said
+    if isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT:
+        message = (
+            f"the worker making this model request was lost each time it was made "
+            f"({MODEL_ATTEMPTS} times); the run ends here"
+        )
+        return message, "error", None, None
     if isinstance(cause, TimeoutError):
         seconds = request["model_timeout"]
         message = (
@@ -429,6 +443,14 @@ def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, st
         return message, "error", None, None
     message = cause.message if isinstance(cause, FailureError) else str(cause)
     return message or MODEL_FAILED, "error", None, None
+
+
+def _calls_deadline(turn: dict[str, Any]) -> tuple[float, str] | None:
+    """When a turn's calls must all be answered (the workers' client's ``calls_timeout``,
+    from the end of the model's response), and what a call still running then is told."""
+    if "deadline" not in turn:
+        return None
+    return turn["deadline"], CALLS_LATE.format(seconds=turn["reply"]["calls_timeout"])
 
 
 def _received(calls: list[ToolCall], outcomes: list[Any]) -> bool:
@@ -511,8 +533,11 @@ class Program:
     outcome to a program that is not running.
     """
 
-    def __init__(self, code: str, language: str, call_id: str, prefix: str) -> None:
+    def __init__(
+        self, code: str, language: str, call_id: str, prefix: str, run: bool = False
+    ) -> None:
         self.code, self.language, self.call_id, self.prefix = code, language, call_id, prefix
+        self.run_calls = run  # its sub-calls are an agent run's: they get its guards
         self.recorded: list[dict[str, Any]] = []
         self.entries: list[dict[str, Any]] = []
         self.step = 0
@@ -581,7 +606,12 @@ class Program:
                 self.pending = {"calls": calls, "done": []}
             calls = self.pending["calls"]
             outcomes, finished = await run_calls(
-                calls, self.pending["done"], plan, f"{self.prefix}code:", boundary
+                calls,
+                self.pending["done"],
+                plan,
+                f"{self.prefix}code:",
+                boundary,
+                run=self.run_calls,
             )
             if not finished:
                 self.pending["done"] = outcomes
@@ -618,6 +648,8 @@ async def run_calls(
     waits: list[list[Any]] | None = None,
     allowed: dict[str, int | None] | None = None,
     output: dict[str, Any] | None = None,
+    deadline: tuple[float, str] | None = None,
+    run: bool = False,
 ) -> tuple[list[Any], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
@@ -636,6 +668,11 @@ async def run_calls(
     when given, receives each called tool's ``retries`` (from its classification), which the
     run counts the model's tries against. ``output``: the output type's schema and tries, in a
     run that asks for one: its ``final_result`` calls are answered by their classification.
+    ``deadline``: ``(workflow time, message)``: by then every call must be answered (the
+    client's ``calls_timeout``); a call still running is cancelled, and it and every call not
+    started yet are answered with ``message``, as the in-process turn answers them. ``run``:
+    the calls are an agent run's (or a program's inside one): they get the guards of the
+    workers' client (its permissions, approval handler, hooks), as in process.
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -662,28 +699,34 @@ async def run_calls(
             call, facts = calls[index], facts_of[index]
             assert call is not None  # only calls before len(done) are None, and never run
             if "program" in facts:  # run_code: a durable program, not one activity
-                program = _program_call(call, facts["program"], plan, f"{prefix}{index}:")
+                prefixed = f"{prefix}{index}:"
+                program = _program_call(call, facts["program"], plan, prefixed, run)
                 running[seq] = asyncio.ensure_future(program)
                 continue
             attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
+            asked = {"call": call, "seq": seq, "run": True} if run else {"call": call, "seq": seq}
             running[seq] = workflow.start_activity(
                 CALL_TOOL,
-                {"call": call, "seq": seq},
+                asked,
                 activity_id=f"{prefix}{index}:{call['id']}",
                 start_to_close_timeout=timedelta(seconds=timings["start_to_close"]),
                 heartbeat_timeout=timedelta(seconds=timings["heartbeat"]),
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
 
+    async def classify() -> None:
+        """Make sure the call at ``fed`` is classified (with the part of the batch after it)."""
+        if fed not in facts_of:
+            chunk = calls[fed : fed + CLASSIFY_CHUNK]
+            name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
+            asked = {"calls": chunk, "output": output, "run": True} if run else chunk
+            for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
+                facts_of[fed + offset] = facts
+
     async def feed() -> None:
         nonlocal fed
         while fed < len(calls) and len(position) < window:
-            if fed not in facts_of:
-                chunk = calls[fed : fed + CLASSIFY_CHUNK]
-                name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
-                asked = chunk if output is None else {"calls": chunk, "output": output}
-                for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
-                    facts_of[fed + offset] = facts
+            await classify()
             index, facts = fed, facts_of[fed]
             fed += 1
             if allowed is not None:
@@ -702,9 +745,38 @@ async def run_calls(
                 admitted[seq] = workflow.now().timestamp()
             start(started)
 
+    async def late(message: str) -> None:
+        """Past the deadline: every call still running is cancelled and, with every call the
+        rule still held, answered with ``message``; a call not fed yet keeps the answer of
+        its classification (it could not have run), as in process."""
+        nonlocal fed
+        for handle in running.values():
+            handle.cancel()
+        running.clear()
+        for index in position.values():  # running, or held by the rule, never started
+            call = calls[index]
+            assert call is not None  # only calls before len(done) are None, never fed
+            outcomes[index] = failure_to_wire(call["name"], message)
+        position.clear()
+        while fed < len(calls):
+            await classify()
+            index, facts = fed, facts_of.pop(fed)
+            fed += 1
+            call = calls[index]
+            assert call is not None  # only calls before len(done) are None, never fed
+            if allowed is not None:
+                allowed[call["name"]] = facts.get("retries")
+            outcomes[index] = facts.get("answer") or failure_to_wire(call["name"], message)
+
     await feed()
+    timer: asyncio.Future[None] | None = None
+    if deadline is not None and running:
+        timer = asyncio.ensure_future(
+            asyncio.sleep(max(deadline[0] - workflow.now().timestamp(), 0))
+        )
     while running:
-        await workflow.wait(list(running.values()), return_when=asyncio.FIRST_COMPLETED)
+        waiting = [*running.values(), *([timer] if timer is not None else [])]
+        await workflow.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         for seq in sorted(s for s, handle in running.items() if handle.done()):
             handle = running.pop(seq)
             index = position.pop(seq)
@@ -716,21 +788,28 @@ async def run_calls(
                 recorded.add(index)
             start(rule.settle(seq)[1])
         plan.progressed = True
+        if timer is not None and timer.done() and deadline is not None:
+            if running or fed < len(calls):
+                await late(deadline[1])
+            break
         if not stopping and boundary():
             stopping = True
         if not stopping:
             await feed()
+    if timer is not None and not timer.done():
+        timer.cancel()
     finished = fed == len(calls)
     return [o for o in outcomes[:fed] if o is not None], finished
 
 
 async def _program_call(
-    call: dict[str, Any], program: dict[str, Any], plan: Plan, prefix: str
+    call: dict[str, Any], program: dict[str, Any], plan: Plan, prefix: str, run: bool
 ) -> dict[str, Any]:
     """A ``run_code`` call run durably; its outcome is what the in-process tool returns.
 
-    It runs inside the batch's own run, so a boundary waits for it to end."""
-    steps = Program(program["code"], program["language"], call["id"], prefix)
+    It runs inside the batch's own run, so a boundary waits for it to end. ``run``: the call
+    is an agent run's, so its sub-calls get the run's guards."""
+    steps = Program(program["code"], program["language"], call["id"], prefix, run)
     output = await steps.run(plan, {}, _never)
     assert output is not None  # no boundary inside a nested program
     result = ToolResult(output=output, is_error="error" in output)
