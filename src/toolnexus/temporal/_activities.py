@@ -292,6 +292,7 @@ class ModelActivities:
             "transcript": turn.transcript,
             "recorded": turn.recorded if self.style.keeps_state else None,
             "family": self.style.family,
+            "endpoint": self.style.endpoint,  # whose state ``recorded`` is
             "ending": turn.ending,
             "stop_reason": turn.stop_reason,
             "stop_details": turn.stop_details,

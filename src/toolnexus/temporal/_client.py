@@ -447,6 +447,8 @@ def _run_result(
             for c in calls
         ]
         event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
+        if "provider" in event and reply.get("endpoint") is not None:  # as in process
+            event["provider"]["endpoint"] = reply["endpoint"]
         session._append_json("assistant_message", event, at=answered)
         waits = {wait[0]: wait for wait in turn.get("waits", [])}
         for index, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False)):
