@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -20,15 +21,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from pydantic import BaseModel, field_validator
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
+from fake_provider import FakeProvider, Turn
+from test_client import client_for
 from test_temporal import FAST, look, touch, workers  # noqa: F401  (workers: a fixture)
-from toolnexus import ToolCall
-from toolnexus.errors import ConfigurationError, PayloadStoreError
+from test_temporal_scale import runs_of
+from toolnexus import ModelRetry, Tool, ToolCall, ToolHints, tool
+from toolnexus.client import RunResult
+from toolnexus.codemode import PermissionPolicy, RunContext
+from toolnexus.errors import ConfigurationError, PayloadStoreError, ProviderError
 from toolnexus.temporal import (
     MAX_RESULT_BYTES,
     FileStore,
+    RunHandle,
     Timings,
     file_store,
     run_batch,
@@ -37,6 +45,8 @@ from toolnexus.temporal import (
     worker,
 )
 from toolnexus.temporal._wire import STORE_ENCODING
+from toolnexus.tools import ToolHooks
+from toolnexus.tools.relay import relay_tool
 
 pytestmark = pytest.mark.temporal
 
@@ -339,3 +349,444 @@ def test_an_empty_store_directory_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError, match="FileStore needs the path of a directory"):
             file_store(directory)  # type: ignore[arg-type]
     assert file_store(tmp_path / "fine").payload_codec is not None
+
+
+# -- the durable loop enforces the limits of the in-process loop ---------------------------
+#
+# The same scripted model (answering by the number of assistant turns in the request, so both
+# runs get the same answer to the same question) runs once durably and once in process; the
+# two must end the same way: the same status and ``stopped_by``, the same tool call outcomes,
+# the same transcript, and the same requests sent to the model.
+
+
+def _turn_of(body: dict[str, Any]) -> int:
+    return sum(1 for m in body["messages"] if m.get("role") == "assistant")
+
+
+def _answering(provider: FakeProvider, script: list[Turn]) -> None:
+    provider.router = lambda body: script[min(_turn_of(body), len(script) - 1)]
+
+
+def _outcomes(result: RunResult) -> list[tuple[str, str, str, bool]]:
+    return [(r.id, r.name, r.output, r.is_error) for r in result.tool_calls]
+
+
+async def _both(
+    temporal_address: str,
+    provider: FakeProvider,
+    tools: list[Any],
+    *,
+    client_options: dict[str, Any] | None = None,
+    run_options: dict[str, Any] | None = None,
+    durable_options: dict[str, Any] | None = None,
+    runs: list[Any] | None = None,
+) -> tuple[RunResult | ProviderError, RunResult | ProviderError, list[Any], list[Any]]:
+    """(durable, in process, the durable run's requests, the in-process run's requests); a
+    run that raised a `ProviderError` gives the error. ``runs`` receives the histories of
+    the durable workflow's runs."""
+    options = {"max_turns": 10, **(client_options or {})}
+    provider.requests.clear()
+    client = client_for(provider, "openai", **options)
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    durable: RunResult | ProviderError
+    local: RunResult | ProviderError
+    async with worker(temporal, task_queue=queue, tools=tools, client=client):
+        handle = await start_run(
+            temporal,
+            "go",
+            task_queue=queue,
+            timings=FAST,
+            max_turns=options["max_turns"],
+            **(run_options or {}),
+            **(durable_options or {}),
+        )
+        try:
+            durable = await asyncio.wait_for(handle.result(), 60)
+        except ProviderError as exc:
+            durable = exc
+        if runs is not None:
+            runs += await runs_of(temporal, handle.id)
+    asked = list(provider.requests)
+    provider.requests.clear()
+    try:
+        local = await client.run("go", tools=tools, **(run_options or {}))
+    except ProviderError as exc:
+        local = exc
+    return durable, local, asked, list(provider.requests)
+
+
+def _assert_same_run(durable: RunResult, local: RunResult) -> None:
+    assert durable.status == local.status
+    assert durable.stopped_by == local.stopped_by
+    assert _outcomes(durable) == _outcomes(local)
+    assert durable.messages == local.messages
+    assert durable.turns == local.turns
+    assert durable.output == local.output
+
+
+@tool
+def _flaky(n: int) -> str:
+    """Asks the model to try again, always."""
+    raise ModelRetry(f"try another n than {n}")
+
+
+flaky = dataclasses.replace(_flaky, name="flaky", retries=1)
+
+
+STRICT = Tool(
+    "strict",
+    "Takes an integer.",
+    {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    execute=lambda args: args["n"],
+    retries=2,
+)
+
+
+async def test_a_durable_run_stops_when_a_tool_runs_out_of_retries_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """A tool's ``retries`` bound the durable run too: ``ModelRetry`` and arguments that do
+    not validate are counted per tool and per response, and past the bound the run stops as
+    ``"incomplete"`` with ``stopped_by`` naming the tool (before, the durable run went on to
+    ``max_turns``, asking the model again and again)."""
+    _answering(
+        provider,
+        [
+            Turn(calls=[("a1", "strict", {"n": "one"}), ("a2", "flaky", {"n": 1})]),
+            Turn(calls=[("b1", "strict", "{not json"), ("b2", "look", {"n": 2})]),
+            Turn(calls=[("c1", "look", {"n": 3}), ("c2", "strict", {})]),
+            Turn(text="never reached"),
+        ],
+    )
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look, flaky, STRICT]
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "incomplete"
+    assert (
+        local.stopped_by == "tool 'strict' needed another try more often than its retries (2) allow"
+    )
+    _assert_same_run(durable, local)
+    assert len(asked) == len(local_asked) == 3
+    assert asked == local_asked
+
+    _answering(  # a tool with no retries left stops the run at its first try
+        provider,
+        [Turn(calls=[("a1", "flaky", {"n": 1}), ("a2", "flaky", {"n": 2})]), Turn(text="no")],
+    )
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [dataclasses.replace(flaky, retries=0)]
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert (
+        local.stopped_by == "tool 'flaky' needed another try more often than its retries (0) allow"
+    )
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+async def test_tries_are_counted_across_continue_as_new_boundaries(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """A run that continues as new between its turns carries the tries counted so far: it
+    stops at the same turn, for the same tool, as the in-process run."""
+    _answering(
+        provider,
+        [
+            Turn(calls=[("a1", "strict", {"n": "one"}), ("a2", "look", {"n": 1})]),
+            Turn(calls=[("b1", "strict", {"n": "two"}), ("b2", "look", {"n": 2})]),
+            Turn(calls=[("c1", "strict", {}), ("c2", "look", {"n": 3})]),
+            Turn(text="never reached"),
+        ],
+    )
+    runs: list[Any] = []
+    durable, local, asked, local_asked = await _both(
+        temporal_address,
+        provider,
+        [look, STRICT],
+        durable_options={"continue_after": 12},
+        runs=runs,
+    )
+    assert len(runs) >= 3  # it crossed boundaries between its turns
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.stopped_by is not None and "'strict'" in local.stopped_by
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+async def test_a_durable_run_sends_the_clients_tool_choice_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers' client's ``tool_choice`` is sent on the turns ``client.run`` sends it on
+    (before, a durable run always sent ``"auto"``)."""
+    _answering(provider, [Turn(calls=[("a", "look", {"n": 1})]), Turn(text="done")])
+    for options in ({"tool_choice": "look"}, {"tool_choice": "required"}):
+        for every_turn in (False, True):
+            if every_turn:  # "required" on every turn would never let the model answer
+                options = {**options, "tool_choice_every_turn": True, "max_turns": 3}
+            durable, local, asked, local_asked = await _both(
+                temporal_address, provider, [look], client_options=options
+            )
+            assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+            _assert_same_run(durable, local)
+            assert [r.get("tool_choice") for r in asked] == [
+                r.get("tool_choice") for r in local_asked
+            ]
+            assert asked == local_asked
+            assert local_asked[0]["tool_choice"] != "auto"
+    temporal = await Client.connect(temporal_address)
+    unknown = client_for(provider, "openai", tool_choice="nope")
+    with pytest.raises(ConfigurationError, match="tool_choice='nope' cannot be honoured"):
+        worker(temporal, task_queue=f"q-{uuid.uuid4()}", tools=[look], client=unknown)
+
+
+@tool(hints=ToolHints(read_only=True))
+async def stall(n: int) -> str:
+    """Never returns in time."""
+    await asyncio.sleep(30)
+    return f"stalled {n}"
+
+
+async def test_a_durable_turns_calls_are_bounded_by_calls_timeout_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers' client's ``calls_timeout`` bounds a durable turn's calls in all: a call
+    still running then is cancelled and answered as late, the calls that finished keep their
+    outcomes, one the rule still held is late too, and one that could not run keeps its
+    answer; the run goes on (before, a durable turn waited for every call)."""
+    _answering(
+        provider,
+        [
+            Turn(
+                calls=[
+                    ("a", "look", {"n": 1}),
+                    ("b", "stall", {"n": 2}),
+                    ("c", "touch", {"n": 3}),  # unsafe: waits for the stalled read
+                    ("d", "nope", {}),
+                ]
+            ),
+            Turn(text="done"),
+        ],
+    )
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look, stall, touch], client_options={"calls_timeout": 1}
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "done"
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[0] == "look 1"
+    assert outputs[1].startswith("the call did not finish within 1 s (calls_timeout")
+    assert outputs[2] == outputs[1]
+    assert outputs[3].startswith("unknown tool 'nope'")
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+@tool(requires_approval=True)
+async def wipe(n: int) -> str:
+    """Needs consent for every call."""
+    return f"wiped {n}"
+
+
+@tool
+async def whose(n: int, ctx: RunContext[str]) -> str:
+    """Tells whose dependencies it got."""
+    return f"{ctx.deps} {n}"
+
+
+async def test_a_durable_run_keeps_the_clients_permissions_approvals_hooks_and_deps(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers' client's guards hold for a durable run's calls as for its in-process
+    runs: a tool its ``permissions`` deny is not offered and not run if called anyway, a tool
+    that needs approval runs only when its handler approves (and never without one), hooks
+    run around every call, and tools see the client's ``deps`` (before, a durable run ran
+    every call of every worker tool, approval or not)."""
+    _answering(
+        provider,
+        [
+            Turn(
+                calls=[
+                    ("a", "touch", {"n": 1}),
+                    ("b", "wipe", {"n": 2}),
+                    ("c", "wipe", {"n": 3}),
+                    ("d", "whose", {"n": 4}),
+                ]
+            ),
+            Turn(text="done"),
+        ],
+    )
+    tools = [look, touch, wipe, whose]
+    denied = {"permissions": PermissionPolicy(deny=["touch"]), "deps": "the client's"}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, tools, client_options=denied
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[0].startswith("unknown tool 'touch'")
+    assert "needs approval and no approval handler is configured" in outputs[1]
+    assert outputs[3] == "the client's 4"
+    assert "touch" not in json.dumps(local_asked[0]["tools"])
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+    seen: list[str] = []
+
+    def approve(name: str, args: dict[str, Any]) -> bool:
+        return bool(args["n"] == 2)
+
+    def before(name: str, args: dict[str, Any], ctx: Any) -> None:
+        seen.append(f"{name} {args['n']}")
+
+    guarded = {"approval_handler": approve, "hooks": ToolHooks(before=[before])}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, tools, client_options=guarded
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    outputs = [r.output for r in local.tool_calls]
+    assert outputs[1] == "wiped 2" and "was not approved" in outputs[2]
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+    assert sorted(seen) == sorted(2 * ["touch 1", "wipe 2", "whose 4"])  # each run's
+
+    _answering(
+        provider,
+        [Turn(calls=[("r", "ask", {"q": "why"}), ("l", "look", {"n": 1})]), Turn(text="done")],
+    )
+    relayed = {"relay_handler": lambda call: f"the host says: {call.arguments['q']}"}
+    ask = relay_tool("ask", "Ask the host.", {"type": "object", "properties": {"q": {}}})
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look, ask], client_options=relayed
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.tool_calls[0].output == "the host says: why"
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+async def test_a_durable_run_stops_at_max_turns_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    _answering(
+        provider, [Turn(calls=[("a", "look", {"n": 1})]), Turn(calls=[("b", "look", {"n": 2})])]
+    )
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look], client_options={"max_turns": 2}
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "incomplete" and local.stopped_by is None and local.turns == 2
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+async def test_a_durable_turn_past_turn_timeout_fails_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    _answering(provider, [Turn(calls=[("a", "look", {"n": 1})]), Turn(text="late", delay=3)])
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look], client_options={"turn_timeout": 0.5, "retries": 0}
+    )
+    assert isinstance(durable, ProviderError) and isinstance(local, ProviderError)
+    assert "(turn_timeout)" in local.message
+    assert durable.message == local.message
+    assert durable.partial is not None and local.partial is not None
+    assert durable.partial.status == local.partial.status == "error"
+    _assert_same_run(durable.partial, local.partial)
+    assert len(asked) == len(local_asked) == 2
+
+
+async def test_model_timeout_bounds_a_durable_model_turn_retries_included(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """``start_run(model_timeout=...)`` is what one model turn may take, its retries
+    included: a turn past it ends the run with a `ProviderError` that names it, and the slow
+    request is not sent again (before, Temporal retried it twice more on the timeout)."""
+    _answering(provider, [Turn(text="late", delay=4)])
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue, model_timeout=1)
+        with pytest.raises(ProviderError, match="model_timeout") as raised:
+            await asyncio.wait_for(handle.result(), 60)
+    assert raised.value.partial is not None and raised.value.partial.status == "error"
+    assert len(provider.requests) == 1
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+async def test_a_durable_run_with_an_output_type_bounds_its_tries_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """``output_type`` and ``output_retries`` work durably as in process: a text answer is
+    asked to use the output tool (one try), a result that does not match the type is handed
+    back as field errors (one more), and past ``output_retries`` the run stops."""
+    _answering(
+        provider,
+        [
+            Turn(text="Oslo, about 700k"),
+            Turn(calls=[("f1", "final_result", {"name": "Oslo"})]),
+            Turn(calls=[("f2", "final_result", {"name": "Oslo", "population": 7})]),
+        ],
+    )
+    run = {"output_type": City, "output_retries": 1}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look], run_options=run
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "incomplete" and local.output is None
+    assert local.stopped_by == (
+        "tool 'final_result' needed another try more often than its retries (1) allow"
+    )
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+    run = {"output_type": City, "output_retries": 2}
+    durable, local, asked, local_asked = await _both(
+        temporal_address, provider, [look], run_options=run
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "done" and local.output == City(name="Oslo", population=7)
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+class PositiveCity(BaseModel):
+    name: str
+    population: int
+
+    @field_validator("population")
+    @classmethod
+    def positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("a population is positive")
+        return value
+
+
+async def test_a_durable_result_the_types_own_validators_refuse_is_not_taken(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The workers have only the output type's schema; its own validators run where the type
+    is, when the result is read. A result they refuse is never handed over as the output: the
+    run is ``"incomplete"`` and ``stopped_by`` says why."""
+    _answering(provider, [Turn(calls=[("f1", "final_result", {"name": "Oslo", "population": -1})])])
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look], client=client):
+        handle = await start_run(
+            temporal, "go", task_queue=queue, timings=FAST, output_type=PositiveCity
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        again = RunHandle.attach(temporal, handle.id, "go", output_type=PositiveCity)
+        assert (await again.result()).stopped_by == result.stopped_by
+    assert result.status == "incomplete" and result.output is None
+    assert result.stopped_by is not None
+    assert "not output_type's own validators" in result.stopped_by
+    assert "a population is positive" in result.stopped_by
+    with pytest.raises(ConfigurationError, match="output_retries"):
+        await start_run(temporal, "go", task_queue=queue, output_type=City, output_retries=-1)

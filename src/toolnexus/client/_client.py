@@ -17,7 +17,7 @@ from toolnexus._checks import int_at_least, positive_int, positive_number
 from toolnexus.client._history import carried
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
-from toolnexus.client._output import Output, output_for
+from toolnexus.client._output import Output, requested_output
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
@@ -209,7 +209,7 @@ class Client:
             ConfigurationError: a bad argument, before any request.
         """
         result: RunResult | None = None
-        output = _output(output_type, output_retries)
+        output = requested_output(output_type, output_retries)
         async for event in self._events(
             prompt, tools, history, session, deps, output, stream=False, watched=False
         ):
@@ -289,7 +289,7 @@ class Client:
         arguments are complete, when they also start), tool results in emitted order, usage,
         and finally [`DoneEvent`][toolnexus.client.DoneEvent] carrying the
         [`RunResult`][toolnexus.client.RunResult]."""
-        output = _output(output_type, output_retries)
+        output = requested_output(output_type, output_retries)
         async for event in self._events(prompt, tools, history, session, deps, output, stream=True):
             yield event
 
@@ -358,14 +358,6 @@ def _cap(max_tool_concurrency: int | None, max_parallel: int | None) -> int | No
             f"max_parallel={max_parallel!r}: they name the same cap; give one of them."
         )
     return max_parallel if max_tool_concurrency is None else max_tool_concurrency
-
-
-def _output(output_type: Any, retries: int) -> Output | None:
-    if output_type is None:
-        return None
-    if not int_at_least(retries, 0):
-        raise ConfigurationError(f"output_retries must be an int >= 0, got {retries!r}.")
-    return output_for(output_type, retries)
 
 
 def create_client(

@@ -20,7 +20,7 @@ import collections
 import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,8 +76,11 @@ __all__ = [
     "Meter",
     "agent_loop",
     "assistant_message",
+    "check_tool_choice",
+    "count_retries",
     "model_response",
     "provider_stop",
+    "turn_tool_choice",
 ]
 
 PROVIDER_DEPTH = MAX_DEPTH - 2
@@ -169,7 +172,7 @@ class _Run:
         offered = _offered_tools(config, tools)
         if output is not None:  # offered directly, whatever the mode: the run's way to end
             offered = [*[t for t in offered if t.name != OUTPUT_TOOL], output.tool]
-        _check_tool_choice(config.tool_choice, offered)
+        check_tool_choice(config.tool_choice, offered)
         if config.style.hosted_code:
             _check_hosted(offered)
         self.kit = Toolkit(offered)
@@ -385,20 +388,53 @@ class _Run:
         One response's calls are counted once per tool: three calls of one tool asking for
         another try in one response are one retry of that tool, the model's next response.
         """
-        asked = dict.fromkeys(  # in call order, each tool once
-            call.name
-            for call, outcome in zip(calls, outcomes, strict=True)
-            if outcome.metadata is not None and outcome.metadata.get(RETRY)
-        )
-        for name in asked:
-            self.retries[name] += 1
-            tool = self.kit.get(name)
-            allowed = DEFAULT_RETRIES if tool is None or tool.retries is None else tool.retries
-            if self.retries[name] > allowed and self.stopped_by is None:
-                self.stopped_by = (
-                    f"tool '{name}' needed another try more often than its retries "
-                    f"({allowed}) allow"
-                )
+        reason = count_retries(self.retries, calls, outcomes, self.allowed_retries)
+        if self.stopped_by is None:
+            self.stopped_by = reason
+
+    def allowed_retries(self, name: str) -> int | None:
+        """The ``retries`` of the offered tool ``name`` (``None``: not set, or no such tool)."""
+        tool = self.kit.get(name)
+        return None if tool is None else tool.retries
+
+
+def count_retries(
+    counts: collections.Counter[str],
+    calls: Sequence[ToolCall],
+    outcomes: Sequence[Outcome],
+    allowed: Callable[[str], int | None],
+) -> str | None:
+    """Count, in ``counts``, the tools one response's calls asked to try again; the reason the
+    run stops when a tool went past its ``retries`` (the first such tool in call order), else
+    ``None``.
+
+    One response's calls are counted once per tool: three calls of one tool asking for another
+    try in one response are one retry of that tool. ``allowed(name)``: the tool's ``retries``
+    (``None``: `DEFAULT_RETRIES`). Pure: the in-process loop and the durable one (a Temporal
+    workflow, which must decide the same way on every replay) both count with it.
+    """
+    asked = dict.fromkeys(  # in call order, each tool once
+        call.name
+        for call, outcome in zip(calls, outcomes, strict=True)
+        if outcome.metadata is not None and outcome.metadata.get(RETRY)
+    )
+    reason = None
+    for name in asked:
+        counts[name] += 1
+        limit = allowed(name)
+        limit = DEFAULT_RETRIES if limit is None else limit
+        if counts[name] > limit and reason is None:
+            reason = f"tool '{name}' needed another try more often than its retries ({limit}) allow"
+    return reason
+
+
+def turn_tool_choice(choice: str | None, every_turn: bool, turns: int) -> str | None:
+    """The tool choice of the request after ``turns`` answered turns: ``choice`` on the first
+    turn (or every turn, when ``every_turn``), else ``None`` (the style sends ``"auto"`` where
+    the wire needs it)."""
+    if choice is None or (turns > 0 and not every_turn):
+        return None
+    return choice
 
 
 def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None) -> dict[str, Any]:
@@ -455,7 +491,7 @@ def provider_stop(
     )
 
 
-def _check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
+def check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
     """Refuse a tool choice the run's offered tools cannot honour, before any request."""
     if choice is None or choice in ("auto", "none"):
         return
@@ -646,9 +682,7 @@ def _tool_choice(run: _Run) -> str | None:
     """This turn's tool choice: the configured one on the first turn (or every turn, when
     asked), else ``None`` (the style sends ``"auto"`` where the wire needs it)."""
     config = run.config
-    if config.tool_choice is None or (run.turns > 0 and not config.tool_choice_every_turn):
-        return None
-    return config.tool_choice
+    return turn_tool_choice(config.tool_choice, config.tool_choice_every_turn, run.turns)
 
 
 async def _turn(

@@ -10,17 +10,29 @@ answered with a request to call ``final_result``, and counts as a try.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from toolnexus._checks import int_at_least
 from toolnexus.errors import ConfigurationError, ModelRetry
 from toolnexus.tools import Tool, ToolHints
 
-__all__ = ["OUTPUT_TOOL", "Output", "output_for"]
+__all__ = [
+    "ACCEPTED",
+    "ASK_FOR_OUTPUT",
+    "OUTPUT_TOOL",
+    "Output",
+    "output_for",
+    "output_tool",
+    "requested_output",
+]
 
 OUTPUT_TOOL = "final_result"
+ACCEPTED = "the final result was accepted"
+"""What the output tool answers a call whose arguments are a valid result."""
 ASK_FOR_OUTPUT = (
     f"Answer by calling the {OUTPUT_TOOL} tool with your final result (its arguments are the "
     "answer, in the shape its schema describes); a plain-text answer is not accepted."
@@ -36,6 +48,19 @@ class Output:
     received: bool = False
     retries: int = 1
     text_answers: list[str] = field(default_factory=list)
+
+
+def requested_output(output_type: Any, retries: Any) -> Output | None:
+    """The output of a run asked for ``output_type`` (``None``: none was), ``retries`` checked.
+
+    Raises:
+        ConfigurationError: ``retries`` is not an int >= 0, or as `output_for`.
+    """
+    if output_type is None:
+        return None
+    if not int_at_least(retries, 0):
+        raise ConfigurationError(f"output_retries must be an int >= 0, got {retries!r}.")
+    return output_for(output_type, retries)
 
 
 def output_for(output_type: Any, retries: int) -> Output:
@@ -72,16 +97,26 @@ def output_for(output_type: Any, retries: int) -> Output:
                 "the result does not match its schema: " + "; ".join(problems)
             ) from None
         output.received = True
-        return "the final result was accepted"
+        return ACCEPTED
 
-    output.tool = Tool(
+    output.tool = output_tool(schema, retries, accept)
+    return output
+
+
+def output_tool(schema: dict[str, Any], retries: int, execute: Callable[..., Any]) -> Tool:
+    """The ``final_result`` tool offered for an output type of JSON Schema ``schema``.
+
+    `output_for` makes it with a pydantic check as ``execute``; a durable run's workers,
+    which have only the schema, make the same tool (the model is offered the same definition)
+    and check the arguments against the schema.
+    """
+    return Tool(
         OUTPUT_TOOL,
         "Give your final answer: call this once, when you are done, with the result as its "
         "arguments.",
         schema,
-        execute=accept,
+        execute=execute,
         hints=ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False),
         retries=retries,
         source="output",
     )
-    return output

@@ -21,10 +21,18 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus.client import Client
-from toolnexus.codemode import RUN_CODE_NAME, default_runtime, program_output, render_sdk
+from toolnexus.client._loop import check_tool_choice, turn_tool_choice
+from toolnexus.client._output import ACCEPTED, OUTPUT_TOOL, output_tool
+from toolnexus.client._turn import RelayHandler
+from toolnexus.codemode import (
+    RUN_CODE_NAME,
+    default_runtime,
+    program_output,
+    render_sdk,
+)
 from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome, run_batch, snapshot
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch, snapshot
 from toolnexus.scheduling._batch import precheck
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
@@ -34,7 +42,12 @@ from toolnexus.temporal._wire import (
     outcome_to_wire,
     stored_size,
 )
-from toolnexus.tools import Tool, Toolkit, classify
+from toolnexus.tools import RunContext, Tool, Toolkit, classify
+from toolnexus.tools._calls import Prechecked, dispatch_call
+from toolnexus.tools._hooks import maybe_await
+from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.tools._policy import filter_tools
+from toolnexus.tools._relay import is_relay
 
 __all__ = [
     "CALL_TOOL",
@@ -57,32 +70,78 @@ DEFAULT_HEARTBEAT = timedelta(seconds=10)
 class ToolActivities:
     """The tool activities of one worker, over its tools (matched by name with the caller's)."""
 
-    def __init__(self, tools: Toolkit | Sequence[Tool], code_language: str = "python") -> None:
+    def __init__(
+        self,
+        tools: Toolkit | Sequence[Tool],
+        code_language: str = "python",
+        client: Client | None = None,
+    ) -> None:
+        """``client``: the worker's client, whose guards (``permissions``, approval handler,
+        hooks, ``deps``) the calls of durable agent runs get, as the calls of ``client.run``
+        do; a durable batch runs as the in-process ``run_batch`` does, without them."""
         self.kit = tools if isinstance(tools, Toolkit) else Toolkit(tools)
         self.code_language = code_language
+        self.guards: RunContext[Any] | None = None
+        self.relay_handler: RelayHandler | None = None
+        policy = None
+        if client is not None:
+            config = client._config
+            policy = config.policy
+            self.relay_handler = config.relay_handler
+            self.guards = RunContext(
+                deps=config.deps,
+                policy=policy,
+                approval_handler=config.approval_handler,
+                hooks=config.hooks,
+            )
+        self.run_kit = Toolkit(filter_tools(list(self.kit), policy))  # what a run is offered
 
     @activity.defn(name=CLASSIFY)
-    async def classify(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def classify(
+        self, request: list[dict[str, Any]] | dict[str, Any]
+    ) -> list[dict[str, Any]]:
         """Each call's class and declared resources, or its answer when it cannot run (an
-        unknown tool, arguments that are not JSON or do not match the schema).
+        unknown tool, arguments that are not JSON or do not match the schema); and the tool's
+        ``retries`` (``None`` when not set), which the run counts its tries against.
+
+        ``request``: the calls, or ``{"calls": [...], "run": bool, "output": {"schema",
+        "retries"} | None}``. The calls of an agent run (``run``) may call only the tools the
+        worker's client's ``permissions`` allow, as in process; in a run with an output type,
+        its ``final_result`` calls are answered here, by the output tool's schema (accepted,
+        or field errors the model may fix), as in process.
 
         Recorded in the history, so a replay schedules from exactly these facts, whatever the
         workers' tools look like by then.
         """
+        calls = request if isinstance(request, list) else request["calls"]
+        asked = {} if isinstance(request, list) else request
+        kit = self.run_kit if asked.get("run") else self.kit  # a denied tool is unknown there
+        output = asked.get("output")
+        if output is not None:  # the output tool replaces a tool of its name, as in process
+            made = output_tool(output["schema"], output["retries"], _accepted)
+            kit = Toolkit([*(t for t in kit if t.name != OUTPUT_TOOL), made])
         classified: list[dict[str, Any]] = []
         for data in calls:
             call = call_from_wire(data)
-            checked = precheck(call, self.kit)
+            known = kit.get(call.name)
+            retries = None if known is None else known.retries
+            checked = precheck(call, kit)
             if isinstance(checked, Outcome):
-                classified.append({"answer": outcome_to_wire(checked, call.name)})
+                answer = outcome_to_wire(checked, call.name)
+                classified.append({"answer": answer, "retries": retries})
                 continue
             tool, args = checked
+            if output is not None and tool.name == OUTPUT_TOOL:
+                accepted = outcome_to_wire(Outcome(value=ACCEPTED), call.name)
+                classified.append({"answer": accepted, "retries": retries})
+                continue
             mode, resources = classify(tool, args)
             hints = tool.hints
             facts: dict[str, Any] = {
                 "mode": mode,
                 "resources": None if resources is None else resources.to_json(),
                 "idempotent": hints is not None and hints.idempotent is True,
+                "retries": retries,
             }
             if tool.name == RUN_CODE_NAME:  # run as a durable program, its sub-calls activities
                 facts["program"] = {"code": args["code"], "language": self.code_language}
@@ -94,12 +153,42 @@ class ToolActivities:
         """Run one call and return its outcome (a tool's failure included) as JSON data.
 
         It runs exactly as an in-process batch of one runs it (``toolnexus.run_batch``): the
-        same checks, the same span, the same outcome; this worker heartbeats meanwhile.
+        same checks, the same span, the same outcome; a call of an agent run (``"run"`` in
+        ``request``) runs as ``client.run`` runs it, under the worker's client's guards
+        (approval, hooks, ``deps``). This worker heartbeats meanwhile.
         """
         call = call_from_wire(request["call"])
         async with _heartbeating():
-            outcome = (await run_batch([call], self.kit))[0]
+            if request.get("run") and self.guards is not None:
+                outcome = await _guarded(call, self.run_kit, self.guards, self.relay_handler)
+            else:
+                outcome = (await run_batch([call], self.kit))[0]
         return outcome_to_wire(outcome, call.name, activity.payload_converter())
+
+
+async def _guarded(
+    call: ToolCall, kit: Toolkit, guards: RunContext[Any], relay_handler: RelayHandler | None
+) -> Outcome:
+    """One call of an agent run, through the dispatch every in-process run's call takes:
+    approval (refused without a handler when the tool needs it), before-hooks, the tool,
+    after-hooks, in a lane of its own (so a tool's ``timeout`` holds). A relay tool's call is
+    answered by the client's ``relay_handler``, as in process; without one it fails as data
+    (a durable run cannot wait for the host)."""
+    checked = precheck(call, kit)
+    if isinstance(checked, Outcome):
+        return checked
+    tool, args = checked
+    if is_relay(tool):
+        if relay_handler is None:
+            return Outcome.failure(call.name, NO_RELAY_HANDLER)
+        try:
+            answer = relay_handler(ToolCall(call.id, call.name, snapshot(args)))
+            return outcome_from_value(call.name, await maybe_await(answer))
+        except Exception as exc:
+            return outcome_from_exception(call.name, exc)
+    ctx = dataclasses.replace(guards, call_id=call.id)
+    async with Scheduler(dispatch_call, max_parallel=1, audit=False) as lane:
+        return await lane.wait(lane.submit(tool, args, Prechecked(ctx), call_id=call.id))
 
 
 @contextlib.asynccontextmanager
@@ -123,6 +212,11 @@ async def _heartbeating() -> AsyncIterator[None]:
             await beating
 
 
+NO_RELAY_HANDLER = (
+    "a relay tool is answered by the host, and a durable run cannot wait for it: give the "
+    "workers' client a relay_handler"
+)
+
 OPENING = "toolnexus.opening"
 MODEL_TURN = "toolnexus.model_turn"
 RESULTS = "toolnexus.results"
@@ -133,8 +227,19 @@ class ModelActivities:
     messages in its provider's shape and makes each model request."""
 
     def __init__(self, client: Client, kit: Toolkit) -> None:
-        self.style = client._config.style
-        self.definitions = self.style.tool_definitions(list(kit))
+        """Raises:
+        ConfigurationError: the client's ``tool_choice`` names a tool ``kit`` does not have
+            (as ``client.run`` refuses it before any request).
+        """
+        config = client._config
+        self.style = config.style
+        self.tools = filter_tools(list(kit), config.policy)  # offered, as in process
+        self.definitions = self.style.tool_definitions(self.tools)
+        self.tool_choice = config.tool_choice
+        self.every_turn = config.tool_choice_every_turn
+        self.calls_timeout = config.calls_timeout
+        if self.tool_choice != OUTPUT_TOOL:  # offered by the runs that ask for an output
+            check_tool_choice(self.tool_choice, self.tools)
 
     @activity.defn(name=OPENING)
     async def opening(self, prompt: str) -> list[dict[str, Any]]:
@@ -142,15 +247,44 @@ class ModelActivities:
         return self.style.opening([], prompt)
 
     @activity.defn(name=MODEL_TURN)
-    async def model_turn(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """One model request. The client retried what was worth retrying already, so a
-        provider error ends the run rather than being retried again."""
+    async def model_turn(self, request: list[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:
+        """One model request, as ``client.run`` makes it: the same tools offered (with the
+        output tool of a run that asks for an output type) and the client's ``tool_choice``
+        on the same turns.
+
+        ``request``: ``{"messages", "turn" (answered turns before this one), "output"}``, or
+        the messages alone (a run started by an earlier version). The client retried what was
+        worth retrying already, so a provider error ends the run rather than being retried
+        again; this worker heartbeats meanwhile, so a lost worker is noticed and the request
+        is made again elsewhere, within the run's ``model_timeout``.
+        """
+        if isinstance(request, list):
+            messages, turns, output = request, 0, None
+        else:
+            messages, turns, output = request["messages"], request["turn"], request["output"]
+        definitions = self.definitions
+        if output is not None:
+            made = output_tool(output["schema"], output["retries"], _accepted)
+            offered = [*(t for t in self.tools if t.name != OUTPUT_TOOL), made]
+            definitions = self.style.tool_definitions(offered)
+        choice = turn_tool_choice(self.tool_choice, self.every_turn, turns)
         try:
-            turn = await self.style.respond(
-                messages, self.definitions, stream=False, on_text=_ignore, on_call=_ignore
-            )
+            async with _heartbeating():
+                turn = await self.style.respond(
+                    messages,
+                    definitions,
+                    stream=False,
+                    on_text=_ignore,
+                    on_call=_ignore,
+                    tool_choice=choice,
+                )
         except ProviderError as exc:
-            raise ApplicationError(str(exc), type="ProviderError", non_retryable=True) from None
+            raise ApplicationError(
+                exc.message,
+                {"status": exc.status, "detail": exc.detail},
+                type="ProviderError",
+                non_retryable=True,
+            ) from None
         return {
             "text": turn.text,
             "calls": [call_to_wire(call) for call in turn.calls],
@@ -158,10 +292,12 @@ class ModelActivities:
             "transcript": turn.transcript,
             "recorded": turn.recorded if self.style.keeps_state else None,
             "family": self.style.family,
+            "endpoint": self.style.endpoint,  # whose state ``recorded`` is
             "ending": turn.ending,
             "stop_reason": turn.stop_reason,
             "stop_details": turn.stop_details,
             "model": self.style.model,
+            "calls_timeout": self.calls_timeout,  # how long the turn's calls may take in all
         }
 
     @activity.defn(name=RESULTS)
@@ -174,6 +310,10 @@ class ModelActivities:
 
 async def _ignore(_: object) -> None:
     return None
+
+
+def _accepted(_: object) -> str:
+    return ACCEPTED
 
 
 PROGRAM_STEP = "toolnexus.program_step"

@@ -17,7 +17,8 @@ from toolnexus._checks import positive_int, positive_number
 from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.client._loop import assistant_message, model_response, provider_stop
-from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output, requested_output
+from toolnexus.errors import ConfigurationError, ModelRetry, ProviderError
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
@@ -270,8 +271,17 @@ async def start_run(
     model_timeout: float = 300.0,
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
+    output_type: Any = None,
+    output_retries: int = 1,
 ) -> RunHandle:
     """Start a durable agent run (the durable ``Client.run``) and return its handle.
+
+    It keeps the limits of ``Client.run``: ``max_turns``; each tool's ``retries`` (a
+    ``ModelRetry`` or arguments that do not validate, counted per tool and per response: past
+    them the run stops as ``"incomplete"`` with ``stopped_by`` naming the tool); the output
+    type's ``output_retries``; and the workers' client's ``turn_timeout``, ``retries``,
+    ``calls_timeout`` and ``tool_choice``, and its guards on every call (``permissions``,
+    ``approval_handler``, ``hooks``, ``deps``, ``relay_handler``). See ``docs/temporal.md``.
 
     The workers of ``task_queue`` (started with ``worker(..., client=...)``) make the model
     requests with their client and run the tool calls; this process may exit and another pick
@@ -289,11 +299,19 @@ async def start_run(
             under it returns the handle of the one that runs or ran.
         continue_after: As for `run_batch`: a run of any length continues as new between
             turns (or inside a turn's batch), its messages and records carried over.
+        output_type: Ask for a structured answer, as ``Client.run`` does: the model hands it
+            over through a ``final_result`` tool, and ``RunResult.output`` holds the typed
+            value. The workers check the arguments against the type's JSON Schema (field
+            errors go back to the model); the type's own validators run when the result is
+            read (`RunHandle.result`), in this process, where the type is.
+        output_retries: How often the model may try again to hand over its result (a text
+            answer, or one that does not match the schema, is one try).
 
     Raises:
         ConfigurationError: ``prompt`` is not a string, ``max_turns`` is below 1,
-            ``model_timeout`` is not a finite number of seconds above zero, or another option
-            is wrong (as for `run_batch`).
+            ``model_timeout`` is not a finite number of seconds above zero, ``output_type``
+            cannot be described as JSON Schema, ``output_retries`` is not an int >= 0, or
+            another option is wrong (as for `run_batch`).
     """
     if not isinstance(prompt, str):
         raise ConfigurationError(f"start_run takes the prompt as a string, got {prompt!r}.")
@@ -302,32 +320,56 @@ async def start_run(
         raise ConfigurationError(
             f"model_timeout must be a finite number of seconds above zero, got {model_timeout!r}."
         )
+    output = requested_output(output_type, output_retries)
     request = {
         "prompt": prompt,
         "max_turns": max_turns,
         "model_timeout": model_timeout,
         **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
     }
+    if output is not None:  # absent otherwise: a run without one is started as before
+        request["output"] = {"schema": output.tool.input_schema, "retries": output.retries}
     handle = await _start(
         temporal_client, RUN_WORKFLOW, request, workflow_id, "toolnexus-run", task_queue
     )
-    return RunHandle(temporal_client, handle, prompt)
+    return RunHandle(temporal_client, handle, prompt, output)
 
 
 class RunHandle:
     """A durable agent run: its id, its result as a ``RunResult``, and cancellation."""
 
     def __init__(
-        self, temporal_client: TemporalClient, handle: WorkflowHandle[Any, Any], prompt: str
+        self,
+        temporal_client: TemporalClient,
+        handle: WorkflowHandle[Any, Any],
+        prompt: str,
+        output: Output | None = None,
     ) -> None:
         self._client = temporal_client
         self._handle = handle
         self._prompt = prompt
+        self._output = output
 
     @classmethod
-    def attach(cls, temporal_client: TemporalClient, run_id: str, prompt: str) -> RunHandle:
-        """The handle of a run started elsewhere (by this or another process)."""
-        return cls(temporal_client, temporal_client.get_workflow_handle(run_id), prompt)
+    def attach(
+        cls,
+        temporal_client: TemporalClient,
+        run_id: str,
+        prompt: str,
+        *,
+        output_type: Any = None,
+        output_retries: int = 1,
+    ) -> RunHandle:
+        """The handle of a run started elsewhere (by this or another process); a run started
+        with an ``output_type`` is attached with the same one, to read its typed output.
+
+        Raises:
+            ConfigurationError: ``output_type`` or ``output_retries`` is unusable (as for
+                `start_run`).
+        """
+        output = requested_output(output_type, output_retries)
+        handle = temporal_client.get_workflow_handle(run_id)
+        return cls(temporal_client, handle, prompt, output)
 
     @property
     def id(self) -> str:
@@ -344,9 +386,11 @@ class RunHandle:
         """
         data = await self._handle.result()
         history = await read_history(self._client, self._handle.id)
-        result = _run_result(self._prompt, data, history)
+        result = _run_result(self._prompt, data, history, self._output)
         if data["status"] == "error":
-            error = ProviderError(None, data.get("error", "a model request failed"))
+            said = data.get("provider_error") or {}
+            message = data.get("error", "a model request failed")
+            error = ProviderError(said.get("status"), message, said.get("detail"))
             error.partial = result
             raise error
         return result
@@ -357,9 +401,15 @@ class RunHandle:
         await self._handle.cancel()
 
 
-def _run_result(prompt: str, data: dict[str, Any], times: RunHistory) -> RunResult:
+def _run_result(
+    prompt: str, data: dict[str, Any], times: RunHistory, output: Output | None = None
+) -> RunResult:
     """The ``RunResult`` of a finished durable run, with its session log rebuilt in order: its
-    events at the times the histories give (`RunHistory`), each call's ``call_timing`` too."""
+    events at the times the histories give (`RunHistory`), each call's ``call_timing`` too.
+
+    ``output``: the run's output type, which checks the result the workers accepted (its own
+    validators run here); a result it refuses ends the run as ``"incomplete"``, saying why.
+    """
     session = Session()
     opening = times.activities.get("model:0")  # the prompt was sent with the first request
     prompt_event = {"content": encodable_text(prompt)}  # as sent
@@ -368,7 +418,9 @@ def _run_result(prompt: str, data: dict[str, Any], times: RunHistory) -> RunResu
     usage = Usage()
     models: list[str] = []
     text = ""
-    stopped_by = None
+    stopped_by = data.get("stopped_by")
+    status = data["status"]
+    accepted: Any = _NOTHING
     for number, turn in enumerate(data["turns"], start=1):
         reply = turn["reply"]
         calls = [call_from_wire(c) for c in reply["calls"]]
@@ -395,6 +447,8 @@ def _run_result(prompt: str, data: dict[str, Any], times: RunHistory) -> RunResu
             for c in calls
         ]
         event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
+        if "provider" in event and reply.get("endpoint") is not None:  # as in process
+            event["provider"]["endpoint"] = reply["endpoint"]
         session._append_json("assistant_message", event, at=answered)
         waits = {wait[0]: wait for wait in turn.get("waits", [])}
         for index, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False)):
@@ -412,14 +466,40 @@ def _run_result(prompt: str, data: dict[str, Any], times: RunHistory) -> RunResu
                     outcome.metadata,
                 )
             )
+            if output is not None and call.name == OUTPUT_TOOL and outcome.ok:
+                accepted = transcript_arguments(call)
+        if turn.get("asked_for_output"):  # a text answer where the output tool was asked for
+            session._append_json("user_message", {"content": ASK_FOR_OUTPUT}, at=answered)
+    value = None
+    if output is not None and accepted is not _NOTHING and status == "done":
+        value, refused = _checked_output(output, accepted)
+        if refused is not None:
+            status, stopped_by = "incomplete", refused
     return RunResult(
         text=text,
         messages=data["messages"],
         tool_calls=records,
         turns=len(data["turns"]),
         usage=usage,
-        status=data["status"],
+        status=status,
         session=session,
         models=models,
         stopped_by=stopped_by,
+        output=value,
     )
+
+
+_NOTHING = object()
+
+
+def _checked_output(output: Output, arguments: Any) -> tuple[Any, str | None]:
+    """(the typed value, ``None``), or (``None``, why the type refused) for the arguments of
+    the ``final_result`` call the workers accepted by the schema."""
+    try:
+        output.tool.execute(arguments)
+    except ModelRetry as exc:
+        return None, (
+            f"the final result matched its schema on the workers, but not output_type's own "
+            f"validators: {exc}"
+        )
+    return output.value, None

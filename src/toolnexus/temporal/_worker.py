@@ -47,7 +47,9 @@ def worker(
         task_queue: The queue to poll.
         tools: The tools this worker runs (``@tool`` functions, built-ins, MCP tools).
         client: The toolnexus ``Client`` that makes the model requests of durable agent runs
-            (`start_run`); without one, this worker runs batches and tool calls only.
+            (`start_run`), whose limits and guards (``permissions``, approval handler, hooks,
+            ``deps``) the runs keep, as its in-process runs do; without one, this worker
+            runs batches and tool calls only.
         code_language: The language of the programs a ``run_code`` tool among ``tools``
             receives (``"python"`` or ``"javascript"``). Such a call runs as a durable
             program: its sub-calls are activities too.
@@ -75,7 +77,7 @@ def worker(
             "worker(code_runtime=...) takes a Code Mode runtime (MontyRuntime(...) or "
             f"V8Runtime(...)), got {type(code_runtime).__name__}."
         )
-    calls = ToolActivities(kit, code_language)
+    calls = ToolActivities(kit, code_language, client if isinstance(client, Client) else None)
     programs = ProgramActivities(kit, code_runtime)
     activities: list[Any] = [calls.classify, calls.call_tool, programs.program_step]
     if client is not None:

@@ -25,6 +25,7 @@ ids stay unique and deterministic across runs; bookkeeping activities carry the 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -32,10 +33,19 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    TimeoutError,
+    TimeoutType,
+)
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.scheduling import SchedulingRule
+    from toolnexus.client._loop import count_retries
+    from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
+    from toolnexus.client._turn import CALLS_LATE
+    from toolnexus.scheduling import SchedulingRule, ToolCall
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
@@ -46,12 +56,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus.temporal._wire import (
         PAYLOAD_BUDGET,
+        call_from_wire,
         failure_to_wire,
+        outcome_from_wire,
         outcome_to_wire,
         stored_size,
     )
     from toolnexus.tools import Resources, ToolResult
-    from toolnexus.tools._outcome import outcome_from_value
+    from toolnexus.tools._outcome import outcome_from_value, retry_outcome
 
 __all__ = [
     "BATCH_WORKFLOW",
@@ -262,74 +274,191 @@ def _fit(
 class RunWorkflow:
     """A whole agent run: each model request and each tool call is an activity.
 
-    The loop is the client's: ask the model, run its calls by the rule, hand the outcomes back,
-    until it answers without calls or ``max_turns`` is reached. The messages are built by the
-    workers' client (its provider's shape), through activities, so this code stays pure. A
-    long run continues as new between turns, or inside a turn's batch, carrying the messages,
-    the turns so far and the outcomes of the batch in progress.
+    The loop is the client's, with its limits: ask the model, run its calls by the rule, hand
+    the outcomes back, until it answers without calls (or, with an output type, hands over
+    its result), ``max_turns`` is reached, or a tool needed another try more often than its
+    ``retries`` allow (counted as in process, by the client's own `count_retries`). A turn's
+    calls are bounded in all by the workers' client's ``calls_timeout``, as in process. The
+    messages are built by the workers' client (its provider's shape), through activities, so
+    this code stays pure. A long run continues as new between turns, or inside a turn's
+    batch, carrying the messages, the turns so far, the tries counted and the outcomes of the
+    batch in progress.
     """
 
     @workflow.run
     async def run(self, request: dict[str, Any]) -> dict[str, Any]:
         plan = Plan(request)
         state = request.get("state", {})
+        output: dict[str, Any] | None = request.get("output")
         if "messages" in state:
             messages: list[dict[str, Any]] = state["messages"]
         else:
             messages = await _quick(OPENING, request["prompt"], "opening")
         turns: list[dict[str, Any]] = state.get("turns", [])
-        while len(turns) < request["max_turns"] or state.get("partial") is not None:
-            number = len(turns) - (1 if state.get("partial") is not None else 0)
-            if state.get("partial") is None:
+        tries: collections.Counter[str] = collections.Counter(state.get("tries", {}))
+        partial: list[Any] | None = state.get("partial")
+        while len(turns) < request["max_turns"] or partial is not None:
+            number = len(turns) - (1 if partial is not None else 0)
+            if partial is None:
                 if plan.boundary():
-                    error = _continue(request, plan, messages=messages, turns=turns, partial=None)
+                    error = _continue(
+                        request,
+                        plan,
+                        messages=messages,
+                        turns=turns,
+                        partial=None,
+                        tries=dict(tries),
+                    )
                     return _ended(plan, messages, turns, error)
                 size = _too_big(messages, plan.store)
                 if size is not None:
                     return _ended(plan, messages, turns, _transcript_too_big(size))
                 try:
-                    reply = await workflow.execute_activity(
-                        MODEL_TURN,
-                        messages,
-                        activity_id=f"model:{number}",
-                        start_to_close_timeout=timedelta(seconds=request["model_timeout"]),
-                        retry_policy=RetryPolicy(maximum_attempts=3),
-                    )
+                    reply = await _model_turn(request, plan, messages, number, output)
                 except ActivityError as exc:
-                    cause = exc.cause if exc.cause is not None else exc
-                    return _ended(plan, messages, turns, str(cause))
+                    return _ended(plan, messages, turns, *_model_failure(exc, request))
                 plan.progressed = True
                 turns.append({"reply": reply, "outcomes": [], "waits": []})
+                if reply.get("calls_timeout") is not None:  # from the end of the response
+                    turns[-1]["deadline"] = workflow.now().timestamp() + reply["calls_timeout"]
                 ending = reply.get("ending", "answered")
                 if ending in ("refused", "context_window"):  # never in the transcript
                     status = "refused" if ending == "refused" else "incomplete"
-                    return _ended(plan, messages, turns, None, status)
+                    return _ended(plan, messages, turns, None, status=status)
                 messages.extend(reply["transcript"])
-                if ending == "paused":  # sent back as it is, the turn goes on
-                    continue
-                done: list[dict[str, Any]] = []
+                done: list[Any] = []
             else:
-                done = state["partial"]
-            state = {}
+                done = partial
+            partial = None
             turn = turns[-1]
             calls = turn["reply"]["calls"]
-            if not calls:
-                return _ended(plan, messages, turns, None, "done")
-            waits = turn.setdefault("waits", [])
-            outcomes, finished = await run_calls(
-                calls, done, plan, f"{number}:", plan.boundary, waits=waits
-            )
-            if not finished:
-                error = _continue(request, plan, messages=messages, turns=turns, partial=outcomes)
+            if calls:
+                waits = turn.setdefault("waits", [])
+                allowed = turn.setdefault("retries", {})
+                outcomes, finished = await run_calls(
+                    calls,
+                    done,
+                    plan,
+                    f"{number}:",
+                    plan.boundary,
+                    waits=waits,
+                    allowed=allowed,
+                    output=output,
+                    deadline=_calls_deadline(turn),
+                    run=True,
+                )
+                if not finished:
+                    error = _continue(
+                        request,
+                        plan,
+                        messages=messages,
+                        turns=turns,
+                        partial=outcomes,
+                        tries=dict(tries),
+                    )
+                    turn["outcomes"] = outcomes
+                    return _ended(plan, messages, turns, error)
                 turn["outcomes"] = outcomes
-                return _ended(plan, messages, turns, error)
-            turn["outcomes"] = outcomes
-            answers = {"calls": calls, "outcomes": outcomes}
-            size = _too_big(answers, plan.store)
-            if size is not None:
-                return _ended(plan, messages, turns, _transcript_too_big(size))
-            messages += await _quick(RESULTS, answers, plan.bookkeeping_id(f"results:{number}"))
+                answers = {"calls": calls, "outcomes": outcomes}
+                size = _too_big(answers, plan.store)
+                if size is not None:
+                    return _ended(plan, messages, turns, _transcript_too_big(size))
+                name = plan.bookkeeping_id(f"results:{number}")
+                messages += await _quick(RESULTS, answers, name)
+                made = [call_from_wire(c) for c in calls]
+                reason = count_retries(
+                    tries, made, [outcome_from_wire(o) for o in outcomes], allowed.get
+                )
+                if reason is not None:  # a tool's retries ran out
+                    return _ended(plan, messages, turns, None, "incomplete", reason)
+                if output is not None and _received(made, outcomes):
+                    return _ended(plan, messages, turns, None, "done")
+            if turn["reply"].get("ending") == "paused":
+                continue  # sent back as it is, the turn goes on (bounded by max_turns)
+            if not calls:
+                if output is None:
+                    return _ended(plan, messages, turns, None, "done")
+                # text where a structured result was asked for: one of the output's tries
+                asked = [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
+                reason = count_retries(tries, *asked, lambda _: output["retries"])
+                if reason is not None:
+                    return _ended(plan, messages, turns, None, "incomplete", reason)
+                messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
+                turn["asked_for_output"] = True
         return _ended(plan, messages, turns, None, "incomplete")
+
+
+MODEL_FAILED = "a model request failed"
+MODEL_ATTEMPTS = 3
+"""How often a model request is made when its worker is lost (within ``model_timeout``)."""
+
+
+async def _model_turn(
+    request: dict[str, Any],
+    plan: Plan,
+    messages: list[dict[str, Any]],
+    number: int,
+    output: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The model's reply to ``messages`` (turn ``number``, from 0), as an activity.
+
+    ``model_timeout`` bounds the turn with its retries: a worker lost in the middle (noticed
+    by its heartbeat) makes the request again elsewhere, within what is left of it.
+    """
+    limit = timedelta(seconds=request["model_timeout"])
+    heartbeat = timedelta(seconds=plan.timings["heartbeat"])
+    reply: dict[str, Any] = await workflow.execute_activity(
+        MODEL_TURN,
+        {"messages": messages, "turn": number, "output": output},
+        activity_id=f"model:{number}",
+        start_to_close_timeout=limit,
+        schedule_to_close_timeout=limit,
+        heartbeat_timeout=min(heartbeat, limit),
+        retry_policy=RetryPolicy(maximum_attempts=MODEL_ATTEMPTS),
+    )
+    return reply
+
+
+def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, str, None, Any]:
+    """(error, status, stopped_by, the provider's error) of a model turn that failed: the
+    provider's own error as the client raised it (its message, HTTP status and detail), or a
+    turn past ``model_timeout``."""
+    cause = exc.cause if exc.cause is not None else exc
+    if isinstance(cause, ApplicationError) and cause.type == "ProviderError":
+        said = cause.details[0] if cause.details else {}
+        return cause.message, "error", None, said
+    if isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT:
+        message = (
+            f"the worker making this model request was lost each time it was made "
+            f"({MODEL_ATTEMPTS} times); the run ends here"
+        )
+        return message, "error", None, None
+    if isinstance(cause, TimeoutError):
+        seconds = request["model_timeout"]
+        message = (
+            f"the model did not finish its turn within {seconds:g} s (start_run's "
+            "model_timeout), its retries included; raise model_timeout, or bound the turn "
+            "with the workers' client (turn_timeout, max_tokens in request_params)"
+        )
+        return message, "error", None, None
+    message = cause.message if isinstance(cause, FailureError) else str(cause)
+    return message or MODEL_FAILED, "error", None, None
+
+
+def _calls_deadline(turn: dict[str, Any]) -> tuple[float, str] | None:
+    """When a turn's calls must all be answered (the workers' client's ``calls_timeout``,
+    from the end of the model's response), and what a call still running then is told."""
+    if "deadline" not in turn:
+        return None
+    return turn["deadline"], CALLS_LATE.format(seconds=turn["reply"]["calls_timeout"])
+
+
+def _received(calls: list[ToolCall], outcomes: list[Any]) -> bool:
+    """Whether the output tool accepted one of a turn's calls (the run's result)."""
+    return any(
+        call.name == OUTPUT_TOOL and outcome["error"] is None
+        for call, outcome in zip(calls, outcomes, strict=True)
+    )
 
 
 def _transcript_too_big(size: int) -> str:
@@ -345,10 +474,18 @@ def _ended(
     turns: list[dict[str, Any]],
     error: str | None,
     status: str = "error",
+    stopped_by: str | None = None,
+    provider: Any = None,
 ) -> dict[str, Any]:
+    """The run's answer; ``stopped_by``: why the loop stopped it early (a tool's retries);
+    ``provider``: the status and detail of the provider's error that ended it."""
     result: dict[str, Any] = {"messages": messages, "turns": turns, "status": status}
     if error is not None:
         result["error"] = error
+    if stopped_by is not None:
+        result["stopped_by"] = stopped_by
+    if provider:
+        result["provider_error"] = provider
     size = _too_big(result, plan.store)
     if size is None:
         return result
@@ -396,8 +533,11 @@ class Program:
     outcome to a program that is not running.
     """
 
-    def __init__(self, code: str, language: str, call_id: str, prefix: str) -> None:
+    def __init__(
+        self, code: str, language: str, call_id: str, prefix: str, run: bool = False
+    ) -> None:
         self.code, self.language, self.call_id, self.prefix = code, language, call_id, prefix
+        self.run_calls = run  # its sub-calls are an agent run's: they get its guards
         self.recorded: list[dict[str, Any]] = []
         self.entries: list[dict[str, Any]] = []
         self.step = 0
@@ -466,7 +606,12 @@ class Program:
                 self.pending = {"calls": calls, "done": []}
             calls = self.pending["calls"]
             outcomes, finished = await run_calls(
-                calls, self.pending["done"], plan, f"{self.prefix}code:", boundary
+                calls,
+                self.pending["done"],
+                plan,
+                f"{self.prefix}code:",
+                boundary,
+                run=self.run_calls,
             )
             if not finished:
                 self.pending["done"] = outcomes
@@ -501,6 +646,10 @@ async def run_calls(
     boundary: Callable[[], bool],
     recorded: set[int] | None = None,
     waits: list[list[Any]] | None = None,
+    allowed: dict[str, int | None] | None = None,
+    output: dict[str, Any] | None = None,
+    deadline: tuple[float, str] | None = None,
+    run: bool = False,
 ) -> tuple[list[Any], bool]:
     """Drive the rule over ``calls`` from position ``len(done)`` (``done``: the outcomes of the
     calls before it, from earlier runs): start activities as it says, settle them as they end.
@@ -515,7 +664,15 @@ async def run_calls(
     result (so this run's history holds it). ``waits``, when given, receives
     ``[index, index waited for, resource, admitted]`` for each call that waited for an earlier
     one (``admitted``: the workflow's time when the rule got it): what the histories cannot
-    tell of a call, kept only for the calls that waited, so it stays small.
+    tell of a call, kept only for the calls that waited, so it stays small. ``allowed``,
+    when given, receives each called tool's ``retries`` (from its classification), which the
+    run counts the model's tries against. ``output``: the output type's schema and tries, in a
+    run that asks for one: its ``final_result`` calls are answered by their classification.
+    ``deadline``: ``(workflow time, message)``: by then every call must be answered (the
+    client's ``calls_timeout``); a call still running is cancelled, and it and every call not
+    started yet are answered with ``message``, as the in-process turn answers them. ``run``:
+    the calls are an agent run's (or a program's inside one): they get the guards of the
+    workers' client (its permissions, approval handler, hooks), as in process.
 
     Returns the outcomes (JSON data, in emitted order) and whether all calls have one. When
     ``boundary()`` says this run's history is near its limits, no further call is fed to the
@@ -542,29 +699,40 @@ async def run_calls(
             call, facts = calls[index], facts_of[index]
             assert call is not None  # only calls before len(done) are None, and never run
             if "program" in facts:  # run_code: a durable program, not one activity
-                program = _program_call(call, facts["program"], plan, f"{prefix}{index}:")
+                prefixed = f"{prefix}{index}:"
+                program = _program_call(call, facts["program"], plan, prefixed, run)
                 running[seq] = asyncio.ensure_future(program)
                 continue
             attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
+            asked = {"call": call, "seq": seq, "run": True} if run else {"call": call, "seq": seq}
             running[seq] = workflow.start_activity(
                 CALL_TOOL,
-                {"call": call, "seq": seq},
+                asked,
                 activity_id=f"{prefix}{index}:{call['id']}",
                 start_to_close_timeout=timedelta(seconds=timings["start_to_close"]),
                 heartbeat_timeout=timedelta(seconds=timings["heartbeat"]),
                 retry_policy=RetryPolicy(maximum_attempts=attempts),
             )
 
+    async def classify() -> None:
+        """Make sure the call at ``fed`` is classified (with the part of the batch after it)."""
+        if fed not in facts_of:
+            chunk = calls[fed : fed + CLASSIFY_CHUNK]
+            name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
+            asked = {"calls": chunk, "output": output, "run": True} if run else chunk
+            for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
+                facts_of[fed + offset] = facts
+
     async def feed() -> None:
         nonlocal fed
         while fed < len(calls) and len(position) < window:
-            if fed not in facts_of:
-                chunk = calls[fed : fed + CLASSIFY_CHUNK]
-                name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
-                for offset, facts in enumerate(await _quick(CLASSIFY, chunk, name)):
-                    facts_of[fed + offset] = facts
+            await classify()
             index, facts = fed, facts_of[fed]
             fed += 1
+            if allowed is not None:
+                call = calls[index]
+                assert call is not None  # only calls before len(done) are None, never fed
+                allowed[call["name"]] = facts.get("retries")
             if "answer" in facts:
                 del facts_of[index]
                 outcomes[index] = facts["answer"]
@@ -577,9 +745,38 @@ async def run_calls(
                 admitted[seq] = workflow.now().timestamp()
             start(started)
 
+    async def late(message: str) -> None:
+        """Past the deadline: every call still running is cancelled and, with every call the
+        rule still held, answered with ``message``; a call not fed yet keeps the answer of
+        its classification (it could not have run), as in process."""
+        nonlocal fed
+        for handle in running.values():
+            handle.cancel()
+        running.clear()
+        for index in position.values():  # running, or held by the rule, never started
+            call = calls[index]
+            assert call is not None  # only calls before len(done) are None, never fed
+            outcomes[index] = failure_to_wire(call["name"], message)
+        position.clear()
+        while fed < len(calls):
+            await classify()
+            index, facts = fed, facts_of.pop(fed)
+            fed += 1
+            call = calls[index]
+            assert call is not None  # only calls before len(done) are None, never fed
+            if allowed is not None:
+                allowed[call["name"]] = facts.get("retries")
+            outcomes[index] = facts.get("answer") or failure_to_wire(call["name"], message)
+
     await feed()
+    timer: asyncio.Future[None] | None = None
+    if deadline is not None and running:
+        timer = asyncio.ensure_future(
+            asyncio.sleep(max(deadline[0] - workflow.now().timestamp(), 0))
+        )
     while running:
-        await workflow.wait(list(running.values()), return_when=asyncio.FIRST_COMPLETED)
+        waiting = [*running.values(), *([timer] if timer is not None else [])]
+        await workflow.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         for seq in sorted(s for s, handle in running.items() if handle.done()):
             handle = running.pop(seq)
             index = position.pop(seq)
@@ -591,21 +788,28 @@ async def run_calls(
                 recorded.add(index)
             start(rule.settle(seq)[1])
         plan.progressed = True
+        if timer is not None and timer.done() and deadline is not None:
+            if running or fed < len(calls):
+                await late(deadline[1])
+            break
         if not stopping and boundary():
             stopping = True
         if not stopping:
             await feed()
+    if timer is not None and not timer.done():
+        timer.cancel()
     finished = fed == len(calls)
     return [o for o in outcomes[:fed] if o is not None], finished
 
 
 async def _program_call(
-    call: dict[str, Any], program: dict[str, Any], plan: Plan, prefix: str
+    call: dict[str, Any], program: dict[str, Any], plan: Plan, prefix: str, run: bool
 ) -> dict[str, Any]:
     """A ``run_code`` call run durably; its outcome is what the in-process tool returns.
 
-    It runs inside the batch's own run, so a boundary waits for it to end."""
-    steps = Program(program["code"], program["language"], call["id"], prefix)
+    It runs inside the batch's own run, so a boundary waits for it to end. ``run``: the call
+    is an agent run's, so its sub-calls get the run's guards."""
+    steps = Program(program["code"], program["language"], call["id"], prefix, run)
     output = await steps.run(plan, {}, _never)
     assert output is not None  # no boundary inside a nested program
     result = ToolResult(output=output, is_error="error" in output)
