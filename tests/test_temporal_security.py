@@ -790,3 +790,15 @@ async def test_a_durable_result_the_types_own_validators_refuse_is_not_taken(
     assert "a population is positive" in result.stopped_by
     with pytest.raises(ConfigurationError, match="output_retries"):
         await start_run(temporal, "go", task_queue=queue, output_type=City, output_retries=-1)
+
+
+async def test_a_durable_reply_with_a_call_without_an_id_runs_nothing_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    _answering(provider, [Turn(calls=[("a", "look", {"n": 1}), ("", "look", {"n": 2})])])
+    durable, local, asked, local_asked = await _both(temporal_address, provider, [look])
+    assert isinstance(durable, ProviderError) and isinstance(local, ProviderError)
+    assert "'look' without a call id" in durable.message
+    assert "'look' without a call id" in local.message
+    assert durable.partial is not None and durable.partial.tool_calls == []  # nothing ran
+    assert len(asked) == len(local_asked) == 1  # no result was sent back with an empty id

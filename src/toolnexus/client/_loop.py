@@ -76,6 +76,7 @@ __all__ = [
     "Meter",
     "agent_loop",
     "assistant_message",
+    "call_without_an_id",
     "check_tool_choice",
     "count_retries",
     "model_response",
@@ -844,17 +845,24 @@ def _dropped_why(reply: AssistantTurn) -> str:
     return f"the conversation no longer fits the model's context window ({reason})"
 
 
+def call_without_an_id(calls: Sequence[ToolCall], model: str = "the model") -> str | None:
+    """Why a reply holding a call without an id ends the run (``None``: every call has one):
+    its result cannot be sent back (the next request would be refused), so it was not run.
+    Pure, for the durable loop too; ``model`` names who sent it."""
+    nameless = [call.name for call in calls if not call.id]
+    if not nameless:
+        return None
+    return (
+        f"{model} sent the tool call {nameless[0]!r} without a call id: no result can be sent "
+        "back for it, so it was not run (is the server speaking this style's wire format?)"
+    )
+
+
 def _refuse_calls_without_an_id(reply: AssistantTurn, style: Style) -> None:
-    """End the run when the model's reply holds a call without an id: its result cannot be
-    sent back (the next request would be refused), so it was not run, and the run says so."""
-    nameless = [call.name for call in reply.calls if not call.id]
-    if nameless:
-        raise ProviderError(
-            None,
-            f"the model at {style.base_url} sent the tool call {nameless[0]!r} without a call "
-            "id: no result can be sent back for it, so it was not run (is the server speaking "
-            "this style's wire format?)",
-        )
+    """End the run with a `ProviderError` when the reply holds a call without an id."""
+    problem = call_without_an_id(reply.calls, f"the model at {style.base_url}")
+    if problem is not None:
+        raise ProviderError(None, problem)
 
 
 def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:

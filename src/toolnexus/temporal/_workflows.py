@@ -42,7 +42,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.client._loop import count_retries
+    from toolnexus.client._loop import call_without_an_id, count_retries
     from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
     from toolnexus.client._turn import CALLS_LATE
     from toolnexus.scheduling import SchedulingRule, ToolCall
@@ -325,6 +325,9 @@ class RunWorkflow:
                 if ending in ("refused", "context_window"):  # never in the transcript
                     status = "refused" if ending == "refused" else "incomplete"
                     return _ended(plan, messages, turns, None, status=status)
+                nameless = call_without_an_id([call_from_wire(c) for c in reply["calls"]])
+                if nameless is not None:  # nothing is run, as in process
+                    return _ended(plan, messages, turns, nameless)
                 messages.extend(reply["transcript"])
                 done: list[Any] = []
             else:
