@@ -160,30 +160,34 @@ class TurnCalls:
         stopped: a call that had finished still gets its outcome, and one still running is
         cancelled and answered with ``late`` (formatted with ``seconds``), saying it was late.
         """
+        # One timer for the whole turn, not a timed wait per call: when it fires, the lane is
+        # stopped, which delivers what already finished (in order) and cancels what still
+        # runs; those calls are answered as late.
         loop = asyncio.get_running_loop()
-        end = None if deadline is None else loop.time() + deadline
-        for call, answer in zip(self.calls, self._answers, strict=True):
-            if isinstance(answer, Outcome):
-                yield call, answer
-                continue
-            if isinstance(answer, asyncio.Task):
-                yield call, await answer
-                continue
-            known = self._lane._known(answer)  # most are done by now: no coroutine then
-            if known is not None:
-                outcome = known
-            elif end is None:
-                outcome = await self._lane.wait(answer)
-            else:
-                outcome = await self._lane.wait(answer, timeout=end - loop.time())
-                if not answer.done:
-                    # past the deadline: stopping the lane delivers what already finished (in
-                    # order) and cancels what still runs, which is answered as late
-                    await self._lane.stop()
-                    outcome = await self._lane.wait(answer)
-            if end is not None and outcome.error is not None and _abandoned(outcome):  # late
-                outcome = Outcome.failure(call.name, late.format(seconds=deadline))
-            yield call, outcome
+        stopping: list[asyncio.Task[None]] = []
+        timer = None
+        if deadline is not None:
+            timer = loop.call_later(
+                deadline, lambda: stopping.append(loop.create_task(self._lane.stop()))
+            )
+        try:
+            for call, answer in zip(self.calls, self._answers, strict=True):
+                if isinstance(answer, Outcome):
+                    yield call, answer
+                    continue
+                if isinstance(answer, asyncio.Task):
+                    yield call, await answer
+                    continue
+                known = self._lane._known(answer)  # most are done by now: no coroutine then
+                outcome = known if known is not None else await self._lane.wait(answer)
+                if stopping and outcome.error is not None and _abandoned(outcome):  # late
+                    outcome = Outcome.failure(call.name, late.format(seconds=deadline))
+                yield call, outcome
+        finally:
+            if timer is not None:
+                timer.cancel()
+            for task in stopping:
+                await task
 
     async def finished(self) -> list[Outcome | None]:
         """Each call's outcome if it is already known, else ``None``, without waiting: what a
