@@ -59,7 +59,14 @@ EXPECTED = {
         "RunWorkflow", "Timings", "file_store", "replayer", "run_batch", "run_program",
         "start_run", "worker",
     ],
-    toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
+    toolnexus.testing: [
+        "FunctionModel",
+        "ModelReply",
+        "ScriptedModel",
+        "TestModel",
+        "program_for",
+        "sample_arguments",
+    ],
     toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "PermissionPolicy",
