@@ -32,8 +32,9 @@ EXPECTED = {
         "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
-        "AgentError", "ConfigurationError", "ModelRetry", "PatchError", "ProviderError",
-        "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError", "ViewError",
+        "AgentError", "ConfigurationError", "MissingExtraError", "ModelRetry", "PatchError",
+        "ProviderError", "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
+        "ViewError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",

@@ -27,7 +27,7 @@ from toolnexus.client.styles._base import CHOICE_WORDS, WireOptions
 from toolnexus.client.styles._responses import ResponsesStyle
 from toolnexus.codemode import ApprovalHandler, PermissionPolicy, parse_mode, resolve_mode
 from toolnexus.codemode.runtimes import CodeRuntime
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
@@ -105,9 +105,8 @@ def _build_style(
                 AnthropicStyle as style_class,
             )
     except ImportError as exc:
-        raise ConfigurationError(
-            f"the {style} style needs the official {sdk_name} SDK: pip install {sdk_name} (or "
-            f"install toolnexus from its folder with the extra: pip install -e '.[{sdk_name}]')."
+        raise MissingExtraError(
+            f"the {style} style (the official {sdk_name} SDK)", sdk_name
         ) from exc
 
     def connect(tls: ssl.SSLContext) -> Any:
