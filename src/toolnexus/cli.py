@@ -162,17 +162,23 @@ class CallSpan:
     end: float | None = None
     failed: bool = False
     waited_for: str = ""  # the call and resource it waited for, as the timeline shows it
+    result: Any = None  # what it returned, or its error's message
+    event_id: str | None = None  # its id in the session log (its tool_call event's)
 
 
 class Watch:
-    """Records when each tool call ran, for the live view and the timeline."""
+    """Records when each tool call ran, for the live view and the timeline.
 
-    def __init__(self) -> None:
-        self.origin = time.perf_counter()
+    Times count from ``origin`` (``time.time()``, the session log's clock): the run's
+    ``code_run`` event, which is where the HTML report's axis starts too.
+    """
+
+    def __init__(self, origin: float | None = None) -> None:
+        self.origin = time.time() if origin is None else origin
         self.spans: list[CallSpan] = []
 
     def now(self) -> float:
-        return time.perf_counter() - self.origin
+        return time.time() - self.origin
 
     def wrap(self, tool: Tool) -> Tool:
         """``tool``, reporting its starts and ends here."""
@@ -181,9 +187,11 @@ class Watch:
             span = CallSpan(len(self.spans) + 1, tool.name, args, self.now())
             self.spans.append(span)
             try:
-                return await tool.invoke(args, ctx)
-            except BaseException:
+                span.result = await tool.invoke(args, ctx)
+                return span.result
+            except BaseException as exc:
                 span.failed = True
+                span.result = str(exc)
                 raise
             finally:
                 span.end = self.now()
@@ -218,6 +226,7 @@ class Watch:
                 if span.name == data.get("name") and span.arguments == data.get("arguments"):
                     unmatched.remove(span)
                     span_of[data["seq"]] = span
+                    span.event_id = data.get("id")
                     waited = data.get("waited_for")
                     if waited is not None and waited["seq"] in span_of:
                         resource = waited["resource"]
@@ -297,7 +306,6 @@ def read_program(name: str) -> tuple[str, str]:
 async def run_code_command(
     args: argparse.Namespace, code: str | None, language: str, console: Console, errors: Console
 ) -> int:
-    watch = Watch()
     session = Session()
     runtime = _runtime(language, args.timeout)
     async with tool_set(args) as found:
@@ -308,6 +316,17 @@ async def run_code_command(
             code = program_for(sorted(offered, key=lambda t: str(t["name"])), language)
             console.print("program (written by TestModel):", style="dim")
             console.print(code, markup=False, highlight=False)
+        started = session.log_event(  # the program, as the report shows it
+            "code_run",
+            {
+                "id": PROGRAM_ID,
+                "language": runtime.language,
+                "runtime": type(runtime).__name__,
+                "description": f"the program in {args.file}" if args.file else "by TestModel",
+                "source": code,
+            },
+        )
+        watch = Watch(started.time)  # one time origin: the terminal's and the report's
         tools = [watch.wrap(t) for t in found]
         run = asyncio.ensure_future(
             run_program(
@@ -317,6 +336,7 @@ async def run_code_command(
                 max_parallel=args.max_parallel,
                 await_timeout=args.timeout,
                 session=session,
+                call_id=PROGRAM_ID,
             )
         )
         try:
@@ -333,13 +353,13 @@ async def run_code_command(
         finally:
             await runtime.aclose()
         out = run.result()
+    watch.note_waits(session)
+    _record_results(session, watch, out)
     # written first (a report even if printing fails), said last (where the eye ends up)
     report = _write_report(args.html, session.events) if args.html else None
     if watch.spans:
-        watch.note_waits(session)
         console.print(watch.timeline())
-        groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
-        console.print(f"what ran together: {groups}")
+        console.print(f"what ran together: {_together(session, watch)}")
     for line in out.get("logs", []):
         shown = f"log: {line}" if isinstance(line, str) else f"stderr: {line['stderr']}"
         console.print(shown, markup=False, highlight=False)
@@ -361,6 +381,51 @@ async def run_code_command(
     if report is not None:
         console.print(report, markup=False, highlight=False)
     return 1 if "error" in out else 0
+
+
+PROGRAM_ID = "run-code"
+"""The program's id in a ``run-code`` session log (its sub-calls are ``run-code:code:N``)."""
+
+
+def _record_results(session: Session, watch: Watch, out: dict[str, Any]) -> None:
+    """Log what each sub-call returned and what the program gave, as ``tool_result`` events,
+    so the saved run (and its report) holds the whole of it, not only when calls ran."""
+    for span in watch.spans:
+        if span.event_id is None or span.end is None:
+            continue
+        result = span.result
+        output = getattr(result, "output", result)  # a ToolResult's output
+        text = output if isinstance(output, str) else json.dumps(output, default=str)
+        session.append(
+            "tool_result",
+            {
+                "tool_call_id": span.event_id,
+                "name": span.name,
+                "content": text,
+                "is_error": span.failed or bool(getattr(result, "is_error", False)),
+            },
+        )
+    session.append(
+        "tool_result",
+        {
+            "tool_call_id": PROGRAM_ID,
+            "name": "run_code",
+            "content": json.dumps(out, ensure_ascii=False, default=str),
+            "is_error": "error" in out,
+        },
+    )
+
+
+def _together(session: Session, watch: Watch) -> str:
+    """The "what ran together" line, from the session log as the HTML report draws it (the
+    same line on the page), or from the watch when the log cannot say."""
+    from toolnexus.view import build
+
+    for group in build(session)["groups"]:
+        for program in group["programs"]:
+            if program["id"] == PROGRAM_ID and program["calls"] == len(watch.spans):
+                return str(program["together"])
+    return "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
 
 
 def mcp_serve_command(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from toolnexus._json import loads_strict
 from toolnexus.errors import ViewError
 from toolnexus.session import Event, Session
 
-__all__ = ["RunSource", "build", "classify_call", "read_events"]
+__all__ = ["RunSource", "build", "classify_call", "ran_together", "read_events", "together_line"]
 
 RunSource = Session | Iterable[Event] | str | os.PathLike[str]
 """What `build` draws: a session, its events, or the path of a saved session or audit log."""
@@ -156,7 +156,7 @@ def _times_of(event: Event) -> list[float]:
     if event.type == "call_timing":
         data = event.data
         return [v for v in (data.get("admitted"), data.get("started")) if isinstance(v, float)]
-    if event.type in ("turn_start", "model_response", "assistant_message"):
+    if event.type in ("turn_start", "model_response", "assistant_message", "code_run"):
         return [event.time]
     return []
 
@@ -173,6 +173,7 @@ class _Group:
         self.requests: list[dict[str, Any]] = []
         self.approvals: list[dict[str, Any]] = []
         self.lanes: dict[tuple[Any, Any], str] = {}  # (lane, seq) -> call id
+        self.prompt: dict[str, Any] | None = None  # the latest user message, for its request
         self.timed = any(e.type == "call_timing" for e in events)
         self.untimed_clock = 0.0
         for event in events:
@@ -215,6 +216,11 @@ class _Group:
 
     def _on_turn_start(self, event: Event) -> None:
         self.requests.append({"turn": event.data.get("turn"), "start": self.ms(event.time)})
+        if self.prompt is not None:  # the prompt this request answers (its first turn)
+            self.requests[-1]["prompt"], self.prompt = self.prompt, None
+
+    def _on_user_message(self, event: Event) -> None:
+        self.prompt = _clip(event.data.get("content") or "")
 
     def _on_model_response(self, event: Event) -> None:
         request = self._open_request(event)
@@ -280,7 +286,12 @@ class _Group:
         self.programs[program_id] = {
             "id": program_id,
             "language": data.get("language"),
+            "runtime": data.get("runtime"),
             "description": _clip(data.get("description") or ""),
+            "source": _clip(data["source"]) if isinstance(data.get("source"), str) else None,
+            "result": None,
+            "logs": None,
+            "error": None,
             "admitted": self.ms(event.time),
         }
 
@@ -290,6 +301,13 @@ class _Group:
             output = json.loads(content) if isinstance(content, str) else None
         except ValueError:
             return
+        if isinstance(output, dict):  # what the program returned, printed, or failed with
+            if "result" in output:
+                program["result"] = _clip(output["result"])
+            if isinstance(output.get("logs"), list) and output["logs"]:
+                program["logs"] = _clip("\n".join(map(_log_line, output["logs"])))
+            if isinstance(output.get("error"), dict):
+                program["error"] = _clip(output["error"])
         entries = output.get("calls") if isinstance(output, dict) else None
         if not isinstance(entries, list):
             return
@@ -347,7 +365,10 @@ class _Group:
 
     def result(self) -> dict[str, Any]:
         for call in self.calls.values():
-            if call["start"] is None:  # never entered a lane (e.g. an unknown tool), or no answer
+            program = self.programs.get(call["id"])
+            if call["start"] is None and program is not None and "answered" in call:
+                call["start"], call["end"] = program["admitted"], call["answered"]  # its run
+            elif call["start"] is None:  # never entered a lane (e.g. an unknown tool), or no answer
                 call["start"] = call["end"] = call.get("answered", 0.0)
         for program in self.programs.values():
             owner = self.calls.get(program["id"])
@@ -357,6 +378,7 @@ class _Group:
             program["end"] = max((c["end"] for c in spans), default=program["admitted"])
             program["calls"] = len(subs)
             program["failed"] = owner is not None and owner["error"] is not None
+            program["together"] = together_line(subs)
         for request in self.requests:
             request.setdefault("end", request["start"])
         taken: set[str] = set()
@@ -388,6 +410,38 @@ class _Group:
             "timed": self.timed or not self.calls,
             "notes": self.notes,
         }
+
+
+def _log_line(entry: Any) -> str:
+    if isinstance(entry, dict) and "stderr" in entry:
+        return f"stderr: {entry['stderr']}"
+    return str(entry)
+
+
+def ran_together(spans: list[tuple[float, float | None]]) -> list[list[int]]:
+    """Groups of calls that ran at the same time: each call numbered from 1 in start order
+    (ties in the order given), a call joining the group whose calls had not all ended when it
+    started. ``spans`` are ``(start, end)``; ``end`` ``None`` for a call still running."""
+    groups: list[list[int]] = []
+    group_end = -1.0
+    ordered = sorted(range(len(spans)), key=lambda i: (spans[i][0], i))
+    for number, i in enumerate(ordered, 1):
+        start, end = spans[i]
+        finish = end if end is not None else float("inf")
+        if groups and start < group_end:
+            groups[-1].append(number)
+            group_end = max(group_end, finish)
+        else:
+            groups.append([number])
+            group_end = finish
+    return groups
+
+
+def together_line(calls: list[dict[str, Any]]) -> str:
+    """`ran_together` of ``calls`` as the terminal prints it: ``[1]  ->  [2 3 4]  ->  [5]``."""
+    ordered = sorted(calls, key=lambda c: (c["start"], c["order"]))
+    groups = ran_together([(c["start"], c["end"]) for c in ordered])
+    return "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in groups)
 
 
 def _rows(calls: list[dict[str, Any]], label: str, program: str | None) -> list[dict[str, Any]]:
