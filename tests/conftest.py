@@ -24,6 +24,65 @@ from helpers import Probe, RuntimeFactory
 from raw_endpoint import RawEndpoint
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime, V8Runtime
 
+SLOW_FILES = frozenset(
+    {
+        "test_temporal_scale.py",  # thousands of calls through a Temporal dev server
+        "test_temporal.py",  # worker processes killed and restarted mid-run
+        "test_view_browser.py",  # a headless Chromium
+        "test_docs_site.py",  # builds the documentation site
+        "test_examples.py",  # runs the examples end to end
+        "test_scheduler_properties.py",  # hypothesis: hundreds of generated schedules
+        "test_codemode_properties.py",
+        "test_codemode_security.py",  # runaway programs, each until its budget ends it
+        "test_codemode_runtimes.py",  # every behaviour in both runtimes (a Deno per test)
+        "test_mcp_gateway_security.py",  # gateway and upstream servers in subprocesses
+        "test_mcp_gateway.py",
+        "test_client_security.py",  # hostile endpoints, each until a limit ends it
+        "test_builtins_security.py",  # real shells, process trees, timeouts
+        "test_cli_first_hour.py",  # the command in subprocesses, Ctrl-C, time limits
+        "test_agents_security.py",
+        "test_frontier_loops.py",  # every provider's loop against its local endpoint
+        "test_frontier_sessions.py",
+        "test_frontier_stops.py",
+        "test_frontier_cache.py",
+        "test_client_servers.py",
+        "test_hosted_programs.py",
+        "test_mcp.py",  # MCP servers in subprocesses (test_test_model.py keeps one)
+        "test_cli.py",  # the command in subprocesses (test_cli_errors.py keeps its lines)
+    }
+)
+"""Test files left out of the fast subset (``pytest -m "not slow"``): each spends its time in
+subprocesses, a browser, a Temporal server or generated cases. Every module of the library
+is still exercised by the fast subset (the files kept cover each, at least in part)."""
+SLOW_TESTS = (
+    "test_client_api.py::test_user_code_using_run_context_type_checks_strictly",  # mypy, twice
+    "test_docs.py::test_every_example_runs_on_its_own",  # a process per docs example
+    # generated cases by the hundred
+    "test_resource_rule.py::test_with_declarations_conflicts_never_overlap_and_order_holds",
+    "test_resource_rule.py::test_without_declarations_every_decision_is_the_previous_rules",
+    "test_codemode_sdk.py::test_any_schema_node_renders_without_raising",
+    "test_snapshot.py::test_json_data_round_trips_unchanged",
+    "test_snapshot.py::test_anything_becomes_json_serialisable",
+    # a type checker or a browser-sized run in a subprocess
+    "test_codemode_sdk.py::test_typescript_sdk_type_checks",
+    "test_codemode_typed_results.py::test_typed_results_type_check_with_deno",
+    "test_view.py::test_a_gateway_audit_log_is_drawn",
+    "test_client.py::test_a_mixed_batch_runs_by_the_rule",
+    # payloads at Temporal's limits (the file's other tests keep Temporal in the fast subset)
+    "test_temporal_security.py::test_outcomes_that_cannot_fit_even_as_parts_fail_the_batch",
+    "test_temporal_security.py::test_results_that_pass_the_payload_limit_together_come_back",
+    "test_temporal_security.py::test_a_call_past_start_to_close_ran_out_of_time",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tests (see `SLOW_FILES`), so ``-m "not slow"`` runs the fast subset."""
+    slow = pytest.mark.slow
+    for item in items:
+        name = item.nodeid.rpartition("/")[2]
+        if name.partition("::")[0] in SLOW_FILES or name.startswith(SLOW_TESTS):
+            item.add_marker(slow)
+
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:

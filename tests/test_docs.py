@@ -1,11 +1,14 @@
 """Every Python example in the README and docs/ runs: each block on its own, in a fresh process
 and a fresh folder, unless the line before it says ``<!-- continues -->`` (it then runs after
 the block it continues, in the same process). A ``py`` block is an illustration that needs a
-service the tests do not have; its first line must say so (``# needs ...``)."""
+service the tests do not have; its first line must say so (``# needs ...``), and it is still
+compiled (no top-level ``await``: it must paste into a file and run) with its names checked by
+ruff's undefined-name rule (F821), after the blocks it continues."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +39,64 @@ def _programs(page: Path) -> list[tuple[int, str]]:
 
 
 CASES = [(page, line, code) for page in PAGES for line, code in _programs(page)]
+
+
+def _illustrations(page: Path) -> list[tuple[int, str]]:
+    """(line, source) of each ``py`` block on ``page``, after the blocks it continues."""
+    text = page.read_text(encoding="utf-8")
+    out: list[tuple[int, str]] = []
+    previous = ""
+    for match in BLOCK.finditer(text):
+        line = text.count("\n", 0, match.start("code"))
+        code = match["code"]
+        if match["before"].strip() == CONTINUES:
+            code = previous + "\n" + code
+        if match["kind"] == "py":
+            out.append((line, code))
+        previous = code
+    return out
+
+
+ILLUSTRATED = [page for page in PAGES if _illustrations(page)]
+
+
+def _ruff() -> list[str]:
+    found = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if found is None:  # pragma: no cover - the test extra installs it
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    return [found]
+
+
+@pytest.mark.parametrize("page", ILLUSTRATED, ids=[p.name for p in ILLUSTRATED])
+def test_illustrations_compile_and_name_nothing_undefined(page: Path, tmp_path: Path) -> None:
+    for line, code in _illustrations(page):
+        try:
+            compile(code, f"{page.name}:{line}", "exec")
+        except SyntaxError as exc:
+            pytest.fail(f"{page.name}, py block at line {line} does not compile: {exc}")
+        (tmp_path / f"block_{line}.py").write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [*_ruff(), "check", "--isolated", "--select", "F821", "--output-format", "concise", "."],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, (
+        f"{page.name} (block_LINE.py: the py block at LINE):\n{done.stdout}"
+    )
+
+
+def test_the_illustration_check_fails_on_an_undefined_name(tmp_path: Path) -> None:
+    (tmp_path / "block.py").write_text("import asyncio\nasyncio.run(client.run('hi'))\n")
+    done = subprocess.run(
+        [*_ruff(), "check", "--isolated", "--select", "F821", "."],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1 and "client" in done.stdout
+    with pytest.raises(SyntaxError):
+        compile("async with x() as y:\n    pass\n", "block", "exec")
 
 
 @pytest.mark.parametrize(

@@ -32,9 +32,9 @@ EXPECTED = {
         "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
-        "AgentError", "ConfigurationError", "ModelRetry", "PatchError", "PayloadStoreError",
-        "ProviderError", "SessionError", "ToolArgumentsError", "ToolError", "ToolnexusError",
-        "ViewError",
+        "AgentError", "ConfigurationError", "MissingExtraError", "ModelRetry", "PatchError",
+        "PayloadStoreError", "ProviderError", "SessionError", "ToolArgumentsError", "ToolError",
+        "ToolnexusError", "ViewError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
@@ -60,7 +60,14 @@ EXPECTED = {
         "RunWorkflow", "Timings", "file_store", "replayer", "run_batch", "run_program",
         "start_run", "worker",
     ],
-    toolnexus.testing: ["FunctionModel", "ModelReply", "ScriptedModel"],
+    toolnexus.testing: [
+        "FunctionModel",
+        "ModelReply",
+        "ScriptedModel",
+        "TestModel",
+        "program_for",
+        "sample_arguments",
+    ],
     toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
         "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "PermissionPolicy",

@@ -228,7 +228,12 @@ def test_run_code_html_writes_the_programs_report(tmp_path: Path) -> None:
     page = report.read_text(encoding="utf-8")
     data = page.split('<script type="application/json" id="tn-data">')[1].split("</script>")[0]
     run = json.loads(data)
-    assert [c["name"] for c in drawn_calls(run)] == ["glob"] * 3
+    # the program's own run_code call (its band) and its three sub-calls, each with its result
+    assert sorted(c["name"] for c in drawn_calls(run)) == ["glob"] * 3 + ["run_code"]
+    assert all(c["result"] is not None for c in drawn_calls(run))
+    assert run["summary"]["programs"] == 1
+    (drawn,) = run["groups"][0]["programs"]
+    assert drawn["source"]["text"] == program.read_text() and drawn["together"] == "[1 2 3]"
     assert str(report) in done.stdout
 
 

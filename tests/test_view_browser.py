@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from chromium import Browser, needs_chromium
-from toolnexus import Session, Tool, ToolHints
+from toolnexus import Session, Tool, ToolHints, tool
 from toolnexus.scheduling import Scheduler
 from toolnexus.view import render
 from view_run import demo_run
@@ -138,3 +138,79 @@ def test_ten_thousand_calls_load_within_a_budget_of_an_empty_report(
     )
     print(f"zoom x64 and scroll: {took:.0f} ms")
     assert took < max(500.0, 4 * loads["big"])
+
+
+def test_the_quick_start_report_shows_the_program_its_calls_results_and_output(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """Quick start command 1's report, made by the command itself: the program band, its
+    source, result and logs, the terminal's "what ran together" line, and every call's
+    result on a click, on one time origin with the terminal."""
+    import re
+    import subprocess
+    import sys
+
+    report = tmp_path / "run.html"
+    program = ROOT / "examples/programs/research.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolnexus.cli", "run-code", str(program), "--tools",
+         f"{ROOT / 'examples/tools.py'}:TOOLS", "--html", str(report)],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "COLUMNS": "120"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    browser.open(report)
+    assert browser.evaluate("document.body.dataset.readyMs") is not None
+    assert browser.evaluate("document.querySelectorAll('.row.program').length") == 1  # the band
+    assert browser.evaluate("Number(document.getElementById('s-programs').dataset.value)") == 1
+    info = browser.evaluate("document.querySelector('.program-info').innerText")
+    together = re.search(r"what ran together: (.*)", done.stdout)
+    line = browser.evaluate("document.querySelector('.program-info .together').textContent")
+    assert together is not None and line == f"what ran together: {together.group(1).strip()}"
+    source = browser.evaluate("document.querySelector('.program-info .source pre').textContent")
+    assert source == program.read_text(encoding="utf-8")
+    assert '"note": "saved note 1"' in info and "found: audit, code-mode, sandbox" in info
+    ids = browser.evaluate("[...document.querySelectorAll('.bar[data-id]')].map(b => b.dataset.id)")
+    sub_calls = [i for i in ids if ":code:" in i]
+    assert len(sub_calls) == 5
+    for call_id in sub_calls:  # every call shows its result
+        browser.evaluate(f"document.querySelector('.bar[data-id=\"{call_id}\"]').click()")
+        details = browser.evaluate("document.getElementById('details').innerText")
+        assert "not in the log" not in details and "not in the session log" not in details
+        assert "result" in details and "arguments" in details
+    browser.evaluate("document.querySelector('.bar[data-id=\"run-code:code:5\"]').click()")
+    assert "saved note 1" in browser.evaluate("document.getElementById('details').innerText")
+    # one time origin: the first call starts where the terminal said it did
+    first_start = re.search(r"│ 1 │ search_docs\s*│\s*(\d+) ms", done.stdout)
+    assert first_start is not None
+    browser.evaluate("document.querySelector('.bar[data-id=\"run-code:code:1\"]').click()")
+    details = browser.evaluate("document.getElementById('details').innerText")
+    started = re.search(r"started\s+([\d.]+) ms", details)
+    assert started is not None and abs(float(started.group(1)) - int(first_start.group(1))) <= 5
+    # the last axis label is whole: inside the canvas
+    clipped = browser.evaluate(
+        """(() => { const c = document.getElementById('canvas').getBoundingClientRect();
+        const ticks = [...document.querySelectorAll('.tick')];
+        return ticks.filter(t => t.getBoundingClientRect().right > c.right + 0.5).length; })()"""
+    )
+    assert clipped == 0
+
+
+def test_a_chat_report_shows_the_prompt_and_the_reply_beside_the_tokens(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from toolnexus import create_client
+    from toolnexus.testing import TestModel
+
+    @tool
+    def lookup(city: str) -> str:
+        """Weather."""
+        return f"{city}: sunny"
+
+    result = create_client(model=TestModel(), code_mode="native").run_sync(
+        "What is the weather in Oslo?", tools=[lookup]
+    )
+    show(browser, render(result.session), tmp_path / "chat.html")
+    talk = browser.evaluate("document.getElementById('conversation').innerText")
+    assert "prompt: What is the weather in Oslo?" in talk
+    assert '{"lookup": "a: sunny"}' in talk and " in / " in talk and " out)" in talk

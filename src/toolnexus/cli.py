@@ -1,11 +1,11 @@
 """The ``toolnexus`` command: run a Code Mode program, print an SDK, chat with a model, or
 draw a saved run.
 
-    toolnexus [--version] [-v] COMMAND ...
-    toolnexus run-code FILE [--language python|javascript] [--max-parallel N] [--timeout S]
-                            [--html REPORT] [TOOL OPTIONS]
+    toolnexus [--version] [-v] [--debug] COMMAND ...
+    toolnexus run-code FILE|--model test [--language python|javascript] [--max-parallel N]
+                            [--timeout S] [--html REPORT] [TOOL OPTIONS]
     toolnexus sdk [--language L] [--full] [--sdk-threshold BYTES] [TOOL OPTIONS]
-    toolnexus chat --base-url URL --model M [--style S] [--code-mode MODE] [--max-tokens N]
+    toolnexus chat --model M [--base-url URL] [--style S] [--code-mode MODE] [--max-tokens N]
                    [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [--html REPORT]
                    [TOOL OPTIONS]
     toolnexus mcp serve --config mcp.json [--transport stdio|http] [--host H] [--port P]
@@ -16,7 +16,11 @@ TOOL OPTIONS: every command offers the built-in tools rooted at the current dire
 (``--no-builtins`` leaves them out), the tools named by ``--tools`` (a list of tools, a
 ``Toolkit`` or a function returning either, as ``package.module:ATTR`` or ``file.py:ATTR``), and
 those of the MCP servers in ``--mcp FILE`` (a JSON ``mcpServers`` mapping). Errors are one line
-and exit status 2 (usage) or 1 (the run failed); never a traceback.
+on stderr and exit status 2 (usage or configuration) or 1 (the run failed); never a traceback
+unless ``--debug``. A bare ``toolnexus`` or ``toolnexus mcp`` prints its help. ``chat`` takes a
+model name with a provider (``openai:gpt-4.1-mini``, ``anthropic:…``, ``openrouter:…``; no
+``--base-url`` needed) or ``test`` (offline: `toolnexus.testing.TestModel`), and goes on after
+a failed prompt, saying why.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.live import Live
@@ -42,7 +46,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolnexus.codemode import DEFAULT_SDK_THRESHOLD, disclosed_sdk, render_sdk, run_program
-from toolnexus.errors import ConfigurationError, ToolnexusError
+from toolnexus.errors import ConfigurationError, MissingExtraError, ToolnexusError
 from toolnexus.scheduling import EVERYTHING
 from toolnexus.session import Session
 from toolnexus.tools import Tool, Toolkit
@@ -134,7 +138,11 @@ async def tool_set(args: argparse.Namespace) -> AsyncIterator[list[Tool]]:
         config = json.loads(text)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--mcp: cannot read {args.mcp}: {exc}") from None
-    async with mcp_servers(config) as remote:
+    async with contextlib.AsyncExitStack() as stack:
+        try:  # a malformed entry, or no mcp extra: the command line's fault
+            remote = await stack.enter_async_context(mcp_servers(config))
+        except ConfigurationError as exc:
+            raise UsageError(f"--mcp {args.mcp}: {exc}") from None
         for name, problem in remote.failures.items():
             print(f"toolnexus: MCP server {name!r} is left out: {problem}", file=sys.stderr)
         yield tools + list(remote)
@@ -154,17 +162,23 @@ class CallSpan:
     end: float | None = None
     failed: bool = False
     waited_for: str = ""  # the call and resource it waited for, as the timeline shows it
+    result: Any = None  # what it returned, or its error's message
+    event_id: str | None = None  # its id in the session log (its tool_call event's)
 
 
 class Watch:
-    """Records when each tool call ran, for the live view and the timeline."""
+    """Records when each tool call ran, for the live view and the timeline.
 
-    def __init__(self) -> None:
-        self.origin = time.perf_counter()
+    Times count from ``origin`` (``time.time()``, the session log's clock): the run's
+    ``code_run`` event, which is where the HTML report's axis starts too.
+    """
+
+    def __init__(self, origin: float | None = None) -> None:
+        self.origin = time.time() if origin is None else origin
         self.spans: list[CallSpan] = []
 
     def now(self) -> float:
-        return time.perf_counter() - self.origin
+        return time.time() - self.origin
 
     def wrap(self, tool: Tool) -> Tool:
         """``tool``, reporting its starts and ends here."""
@@ -173,9 +187,11 @@ class Watch:
             span = CallSpan(len(self.spans) + 1, tool.name, args, self.now())
             self.spans.append(span)
             try:
-                return await tool.invoke(args, ctx)
-            except BaseException:
+                span.result = await tool.invoke(args, ctx)
+                return span.result
+            except BaseException as exc:
                 span.failed = True
+                span.result = str(exc)
                 raise
             finally:
                 span.end = self.now()
@@ -210,6 +226,7 @@ class Watch:
                 if span.name == data.get("name") and span.arguments == data.get("arguments"):
                     unmatched.remove(span)
                     span_of[data["seq"]] = span
+                    span.event_id = data.get("id")
                     waited = data.get("waited_for")
                     if waited is not None and waited["seq"] in span_of:
                         resource = waited["resource"]
@@ -287,12 +304,29 @@ def read_program(name: str) -> tuple[str, str]:
 
 
 async def run_code_command(
-    args: argparse.Namespace, code: str, language: str, console: Console
+    args: argparse.Namespace, code: str | None, language: str, console: Console, errors: Console
 ) -> int:
-    watch = Watch()
     session = Session()
     runtime = _runtime(language, args.timeout)
     async with tool_set(args) as found:
+        if code is None:  # --model test: TestModel writes the program
+            from toolnexus.testing import program_for
+
+            offered = [{"name": t.name, "input_schema": t.input_schema} for t in found]
+            code = program_for(sorted(offered, key=lambda t: str(t["name"])), language)
+            console.print("program (written by TestModel):", style="dim")
+            console.print(code, markup=False, highlight=False)
+        started = session.log_event(  # the program, as the report shows it
+            "code_run",
+            {
+                "id": PROGRAM_ID,
+                "language": runtime.language,
+                "runtime": type(runtime).__name__,
+                "description": f"the program in {args.file}" if args.file else "by TestModel",
+                "source": code,
+            },
+        )
+        watch = Watch(started.time)  # one time origin: the terminal's and the report's
         tools = [watch.wrap(t) for t in found]
         run = asyncio.ensure_future(
             run_program(
@@ -302,6 +336,7 @@ async def run_code_command(
                 max_parallel=args.max_parallel,
                 await_timeout=args.timeout,
                 session=session,
+                call_id=PROGRAM_ID,
             )
         )
         try:
@@ -318,21 +353,28 @@ async def run_code_command(
         finally:
             await runtime.aclose()
         out = run.result()
+    watch.note_waits(session)
+    _record_results(session, watch, out)
     # written first (a report even if printing fails), said last (where the eye ends up)
     report = _write_report(args.html, session.events) if args.html else None
     if watch.spans:
-        watch.note_waits(session)
         console.print(watch.timeline())
-        groups = "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
-        console.print(f"what ran together: {groups}")
+        console.print(f"what ran together: {_together(session, watch)}")
     for line in out.get("logs", []):
         shown = f"log: {line}" if isinstance(line, str) else f"stderr: {line['stderr']}"
         console.print(shown, markup=False, highlight=False)
-    if "error" in out:
+    if "error" in out:  # on stderr, one line per line (never wrapped): scripts read it
         error = out["error"]
-        console.print(f"[bold red]error ({error['kind']}):[/] {escape(error['message'])}")
-        console.print("tool calls the program started, and how each ended:")
-        console.print_json(json.dumps(out["calls"]))
+        errors.print(f"error ({error['kind']}): {error['message']}", style="red", markup=False)
+        if error["kind"] == "type_error" and args.tools is None:
+            errors.print(
+                "hint: no --tools were given, so the program can call only the built-in tools; "
+                "give yours with --tools FILE.py:TOOLS (or package.module:TOOLS), and see what "
+                "a program may call with: toolnexus sdk --tools FILE.py:TOOLS",
+                markup=False,
+            )
+        errors.print("tool calls the program started, and how each ended:", markup=False)
+        errors.print(json.dumps(out["calls"], ensure_ascii=False), markup=False)
     else:
         console.print("result:")
         console.print_json(json.dumps(out["result"]))
@@ -341,29 +383,83 @@ async def run_code_command(
     return 1 if "error" in out else 0
 
 
+PROGRAM_ID = "run-code"
+"""The program's id in a ``run-code`` session log (its sub-calls are ``run-code:code:N``)."""
+
+
+def _record_results(session: Session, watch: Watch, out: dict[str, Any]) -> None:
+    """Log what each sub-call returned and what the program gave, as ``tool_result`` events,
+    so the saved run (and its report) holds the whole of it, not only when calls ran."""
+    for span in watch.spans:
+        if span.event_id is None or span.end is None:
+            continue
+        result = span.result
+        output = getattr(result, "output", result)  # a ToolResult's output
+        text = output if isinstance(output, str) else json.dumps(output, default=str)
+        session.append(
+            "tool_result",
+            {
+                "tool_call_id": span.event_id,
+                "name": span.name,
+                "content": text,
+                "is_error": span.failed or bool(getattr(result, "is_error", False)),
+            },
+        )
+    session.append(
+        "tool_result",
+        {
+            "tool_call_id": PROGRAM_ID,
+            "name": "run_code",
+            "content": json.dumps(out, ensure_ascii=False, default=str),
+            "is_error": "error" in out,
+        },
+    )
+
+
+def _together(session: Session, watch: Watch) -> str:
+    """The "what ran together" line, from the session log as the HTML report draws it (the
+    same line on the page), or from the watch when the log cannot say."""
+    from toolnexus.view import build
+
+    for group in build(session)["groups"]:
+        for program in group["programs"]:
+            if program["id"] == PROGRAM_ID and program["calls"] == len(watch.spans):
+                return str(program["together"])
+    return "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in watch.overlapping())
+
+
 def mcp_serve_command(args: argparse.Namespace) -> int:
     """``toolnexus mcp serve``: the gateway, until the client hangs up (or Ctrl-C)."""
     try:
         from toolnexus.mcp import load_config, serve_config
-    except ImportError:
-        raise UsageError(
-            "toolnexus mcp serve needs the mcp extra: pip install -e '.[mcp]'"
-        ) from None
-    config = load_config(args.config)
-    asyncio.run(
-        serve_config(
-            config,
-            transport=args.transport,
-            host=args.host,
-            port=args.port,
-            extra_tools=load_tools(args.tools),
-            language=args.language,
-            mode=args.mode,
-            max_parallel=args.max_parallel,
-            audit_log=args.audit_log,
+    except ImportError as exc:
+        raise UsageError(str(MissingExtraError("toolnexus mcp serve", "mcp"))) from exc
+    try:
+        config = load_config(args.config)
+    except ConfigurationError as exc:
+        raise UsageError(f"--config: {exc}") from None
+    extra_tools = load_tools(args.tools)
+    try:
+        _serve(
+            serve_config(
+                config,
+                transport=args.transport,
+                host=args.host,
+                port=args.port,
+                extra_tools=extra_tools,
+                language=args.language,
+                mode=args.mode,
+                max_parallel=args.max_parallel,
+                audit_log=args.audit_log,
+            )
         )
-    )
+    except ConfigurationError as exc:  # an option the gateway refuses: the command line's
+        raise UsageError(str(exc)) from None
     return 0
+
+
+def _serve(serving: Any) -> None:
+    asyncio.run(serving)
 
 
 def _runtime(language: str, timeout: float | None) -> Any:
@@ -415,6 +511,12 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
     from toolnexus.codemode import PermissionPolicy
 
     guarded = not args.yes
+    if args.base_url is None and args.model != "test" and ":" not in args.model:
+        raise UsageError(
+            f"chat needs --base-url for the model {args.model!r}, or a model name with a "
+            "provider: openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, "
+            "openrouter:openai/gpt-4o-mini (or --model test, offline)"
+        )
     try:
         client = create_client(
             base_url=args.base_url,
@@ -434,7 +536,7 @@ async def chat_command(args: argparse.Namespace, console: Console) -> int:
     except ConfigurationError as exc:  # a bad --base-url, no key: the command line's fault
         raise UsageError(str(exc)) from None
     async with tool_set(args) as tools:
-        return await _chat(client, tools, console, args.html)
+        return await _chat(client, tools, console, args.html, _errors_console())
 
 
 def _request_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -486,7 +588,13 @@ def view_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-async def _chat(client: Any, tools: list[Tool], console: Console, html: str | None = None) -> int:
+async def _chat(
+    client: Any,
+    tools: list[Tool],
+    console: Console,
+    html: str | None = None,
+    errors: Console | None = None,
+) -> int:
     history: list[dict[str, Any]] = []
     events: list[Any] = []  # every exchange's session events, for the --html report
     console.print("[dim]toolnexus chat: an empty line or end of input quits[/]")
@@ -497,24 +605,54 @@ async def _chat(client: Any, tools: list[Tool], console: Console, html: str | No
             break
         if not prompt:
             break
-        async for event in client.stream(prompt, tools=tools, history=history):
-            if event.type == "text":
-                console.print(event.text, end="", markup=False, highlight=False)
-            elif event.type == "tool_call":
-                call = event.call
-                console.print(f"\n[cyan]→ {escape(call.name)}[/] {escape(str(call.arguments))}")
-            elif event.type == "tool_result":
-                mark = "[red]✗[/]" if event.record.is_error else "[green]✓[/]"
-                record = event.record
-                console.print(f"{mark} {escape(record.name)}: {escape(record.output[:200])}")
-            elif event.type == "done":
-                history = event.result.messages
-                console.print()
-                _say_how_it_ended(event.result, console)
-                if html is not None:  # rewritten after each exchange: a crash loses little
-                    events += event.result.session.events
-                    console.print(_write_report(html, events), markup=False, highlight=False)
+        try:
+            history, events = await _exchange(client, prompt, tools, history, events, console, html)
+        except ConfigurationError as exc:  # every prompt would fail so: the command line's
+            raise UsageError(str(exc)) from None
+        except ToolnexusError as exc:  # a failed turn: say why, and keep the chat open
+            console.print()
+            (errors or console).print(
+                f"toolnexus: this prompt failed: {_one_line(exc)} (the chat goes on; an empty "
+                "line quits)",
+                style="red",
+                markup=False,
+            )
     return 0
+
+
+async def _exchange(
+    client: Any,
+    prompt: str,
+    tools: list[Tool],
+    history: list[dict[str, Any]],
+    events: list[Any],
+    console: Console,
+    html: str | None,
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """One prompt and its answer, streamed; the conversation and the report's events after it."""
+    async for event in client.stream(prompt, tools=tools, history=history):
+        if event.type == "text":
+            console.print(event.text, end="", markup=False, highlight=False)
+        elif event.type == "tool_call":
+            call = event.call
+            console.print(f"\n[cyan]→ {escape(call.name)}[/] {escape(str(call.arguments))}")
+        elif event.type == "tool_result":
+            mark = "[red]✗[/]" if event.record.is_error else "[green]✓[/]"
+            record = event.record
+            console.print(f"{mark} {escape(record.name)}: {escape(record.output[:200])}")
+        elif event.type == "done":
+            history = event.result.messages
+            console.print()
+            _say_how_it_ended(event.result, console)
+            if html is not None:  # rewritten after each exchange: a crash loses little
+                events = [*events, *event.result.session.events]
+                console.print(_write_report(html, events), markup=False, highlight=False)
+    return history, events
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (its first line says what went wrong)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _say_how_it_ended(result: Any, console: Console) -> None:
@@ -586,10 +724,26 @@ def _param(text: str) -> tuple[str, Any]:
 TOOLS_HELP = "MODULE:ATTR or FILE.py:ATTR naming a list of tools (or a function returning one)"
 
 
+DESCRIPTION = (
+    "Run a Code Mode program against your tools, print the SDK a model sees, chat with a model "
+    "that calls tools, offer Code Mode to any MCP client, or draw a saved run as an HTML "
+    "timeline. Errors are one line; a bad command line exits 2, a failed run 1."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad command line reported as one line (`UsageError`, exit 2) instead
+    of the usage block and an error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _parser() -> argparse.ArgumentParser:
     from toolnexus._version import __version__
 
-    parser = argparse.ArgumentParser(prog="toolnexus", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="toolnexus", description=DESCRIPTION)
+    parser.set_defaults(help_of=parser)
     parser.add_argument("--version", action="version", version=f"toolnexus {__version__}")
     parser.add_argument(
         "-v",
@@ -598,9 +752,21 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="log what the library does to stderr (-v: info, -vv: debug, tool failures included)",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, also print its traceback, with the exceptions it came from",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     run = commands.add_parser("run-code", help="run a Code Mode program against a tool set")
-    run.add_argument("file", help="the program (.py runs in Monty, .js in V8)")
+    run.add_argument(
+        "file", nargs="?", help="the program (.py runs in Monty, .js in V8); see also --model"
+    )
+    run.add_argument(
+        "--model",
+        choices=["test"],
+        help="test: instead of FILE, TestModel writes a program calling every tool once",
+    )
     run.add_argument(
         "--language", choices=["python", "javascript"], help="override the file name's language"
     )
@@ -636,15 +802,22 @@ def _parser() -> argparse.ArgumentParser:
     _tool_options(sdk)
     chat = commands.add_parser("chat", help="chat with a model that can call tools")
     chat.add_argument(
-        "--base-url", required=True, help="the endpoint, e.g. http://127.0.0.1:8080/v1"
+        "--base-url",
+        help="the endpoint, e.g. http://127.0.0.1:8080/v1 (not needed for a model name with a "
+        "provider, or test)",
     )
-    chat.add_argument("--model", required=True, help="the model name the endpoint knows")
+    chat.add_argument(
+        "--model",
+        required=True,
+        help="the model name the endpoint knows; or openai:NAME, anthropic:NAME, "
+        "openrouter:NAME (the provider's endpoint and key variable); or test (offline: "
+        "TestModel calls every tool once)",
+    )
     chat.add_argument(
         "--style",
-        default="openai",
         choices=["openai", "anthropic", "responses"],
-        help="the wire format: Chat Completions (openai), Messages (anthropic) or the Responses "
-        "API (responses)",
+        help="the wire format: Chat Completions (openai, the default), Messages (anthropic) or "
+        "the Responses API (responses); a provider prefix picks its own",
     )
     chat.add_argument(
         "--code-mode",
@@ -702,10 +875,12 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("-o", "--output", help="the HTML report (default: FILE's name, .html)")
     view.add_argument("--trace", help="also write the Chrome Trace Event Format JSON here")
     mcp = commands.add_parser("mcp", help="toolnexus as an MCP server")
-    serving = mcp.add_subparsers(dest="mcp_command", required=True)
+    mcp.set_defaults(help_of=mcp)
+    serving = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND")
     serve = serving.add_parser(
         "serve", help="offer run_code over the MCP servers of a config, to any MCP client"
     )
+    serve.set_defaults(help_of=serve)
     serve.add_argument("--config", required=True, help="an mcpServers JSON file (as clients use)")
     serve.add_argument(
         "--transport",
@@ -753,17 +928,33 @@ def _log_to_stderr(verbosity: int) -> None:
     library.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
 
 
+def _errors_console() -> Console:
+    """stderr, each message on one line whatever the terminal width: scripts grep them."""
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
-    _log_to_stderr(args.verbose)
-    console = Console()
-    # Errors go to stderr on one line whatever the terminal width: scripts grep them.
-    errors = Console(stderr=True, soft_wrap=True, highlight=False)
+    errors = _errors_console()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
+        args = _parser().parse_args(argv)
+        _log_to_stderr(args.verbose)
+        console = Console()
+        if args.command is None or (args.command == "mcp" and args.mcp_command is None):
+            args.help_of.print_help()  # a bare command: what it can do
+            return 2
         if args.command == "run-code":
-            code, language = read_program(args.file)
-            return asyncio.run(run_code_command(args, code, args.language or language, console))
+            if args.file is None and args.model is None:
+                raise UsageError(
+                    "run-code needs a program FILE, or --model test to have TestModel write one"
+                )
+            if args.file is not None:
+                code, language = read_program(args.file)
+            else:
+                code, language = None, "python"
+            chosen = args.language or language
+            return asyncio.run(run_code_command(args, code, chosen, console, errors))
         if args.command == "sdk":
             return asyncio.run(sdk_command(args, console))
         if args.command == "mcp":
@@ -772,13 +963,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return view_command(args, console)
         return asyncio.run(chat_command(args, console))
     except UsageError as exc:
-        errors.print(f"toolnexus: {exc}", style="red", markup=False)
+        _report(errors, exc, debug)
         return 2
     except ToolnexusError as exc:
-        errors.print(f"toolnexus: {exc}", style="red", markup=False)
+        _report(errors, exc, debug)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _report(errors: Console, exc: BaseException, debug: bool) -> None:
+    """``exc`` in one line (``--debug``: its traceback first, with what it came from)."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    errors.print(f"toolnexus: {_one_line(exc)}", style="red", markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

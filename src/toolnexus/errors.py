@@ -4,6 +4,7 @@ The tree::
 
     ToolnexusError                     root of everything toolnexus raises on purpose
     ├── ConfigurationError (ValueError) a bad option, raised where it is given, before work starts
+    │   └── MissingExtraError (ImportError) an optional dependency is not installed
     ├── ToolArgumentsError (ValueError) arguments that do not match a tool's input schema
     ├── SessionError (ValueError)       an event the session log refuses (type or data)
     ├── ProviderError                   a model endpoint refused or failed a request
@@ -25,6 +26,7 @@ from typing import Any
 __all__ = [
     "AgentError",
     "ConfigurationError",
+    "MissingExtraError",
     "ModelRetry",
     "PatchError",
     "PayloadStoreError",
@@ -47,6 +49,25 @@ class ConfigurationError(ToolnexusError, ValueError):
     Raised at the point of configuration (constructing a ``Tool``, a ``Scheduler``, ...), before
     anything runs, with a message that names the option, the bad value and the fix.
     """
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A feature needs an optional dependency (an extra of toolnexus) that is not installed.
+
+    Every extra says so the same way: ``<feature> needs the <extra> extra: install
+    toolnexus[<extra>] ...``. It is also an ``ImportError``, so ``import toolnexus.temporal``
+    without ``temporalio`` fails as an import does, with that message.
+
+    Attributes:
+        extra: The extra to install (``"mcp"``, ``"temporal"``, ``"v8"``, ``"openai"``, ...).
+    """
+
+    def __init__(self, feature: str, extra: str, alternative: str = "") -> None:
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the {extra} extra: install toolnexus[{extra}] (from a clone of "
+            f"the repository: pip install -e '.[{extra}]'){alternative}."
+        )
 
 
 class ToolArgumentsError(ToolnexusError, ValueError):

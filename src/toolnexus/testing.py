@@ -13,9 +13,20 @@ events and usage, exactly as against a server::
     assert result.text == "Oslo is sunny."
     assert model.requests[1][-1]["role"] == "tool"  # what the model was shown
 
+``TestModel()`` needs no script: it calls each of your tools once with arguments valid for its
+schema (in Code Mode, through one ``run_code`` program), then sums up the results.
 See ``docs/testing.md``.
 """
 
 from toolnexus.client._models import FunctionModel, ModelReply, ScriptedModel
+from toolnexus.client._schema_sample import sample_arguments
+from toolnexus.client._test_model import TestModel, program_for
 
-__all__ = ["FunctionModel", "ModelReply", "ScriptedModel"]
+__all__ = [
+    "FunctionModel",
+    "ModelReply",
+    "ScriptedModel",
+    "TestModel",
+    "program_for",
+    "sample_arguments",
+]

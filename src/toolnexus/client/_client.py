@@ -18,6 +18,7 @@ from toolnexus.client._history import carried
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
 from toolnexus.client._output import Output, requested_output
+from toolnexus.client._providers import TEST_MODEL_NAME, provider_of
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
@@ -34,7 +35,7 @@ from toolnexus.codemode import (
     resolve_mode,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit
@@ -56,13 +57,19 @@ _OPTION_NAMES = frozenset(
 )  # fmt: skip
 
 
-def _api_key(explicit: str | None, style: str) -> str:
+def _api_key(explicit: str | None, style: str, variable: str | None = None) -> str:
+    """The key: ``explicit``, else the provider's ``variable`` (a prefixed model name), else
+    the first of the style's variables that is set."""
     if explicit:
         return explicit
-    tried = [
-        "OPENROUTER_API_KEY",
-        "ANTHROPIC_API_KEY" if style == "anthropic" else "OPENAI_API_KEY",
-    ]
+    tried = (
+        [variable]
+        if variable is not None
+        else [
+            "OPENROUTER_API_KEY",
+            "ANTHROPIC_API_KEY" if style == "anthropic" else "OPENAI_API_KEY",
+        ]
+    )
     for variable in tried:
         value = os.environ.get(variable)
         if value:
@@ -107,9 +114,8 @@ def _build_style(
                 AnthropicStyle as style_class,
             )
     except ImportError as exc:
-        raise ConfigurationError(
-            f"the {style} style needs the official {sdk_name} SDK: pip install {sdk_name} (or "
-            f"install toolnexus from its folder with the extra: pip install -e '.[{sdk_name}]')."
+        raise MissingExtraError(
+            f"the {style} style (the official {sdk_name} SDK)", sdk_name
         ) from exc
 
     def connect(tls: ssl.SSLContext) -> Any:
@@ -364,7 +370,7 @@ def create_client(
     *,
     base_url: str | None = None,
     model: str | FunctionModel,
-    style: str = "openai",
+    style: str | None = None,
     api_key: str | None = None,
     max_parallel: int | None = None,
     code_mode: str | None = None,
@@ -399,19 +405,25 @@ def create_client(
 
     Example::
 
-        client = create_client(base_url="https://openrouter.ai/api/v1", style="openai",
-                               model="openai/gpt-4o-mini", max_tool_concurrency=4)
+        client = create_client(model="openrouter:openai/gpt-4o-mini", max_tool_concurrency=4)
         result = await client.run("What is in notes.txt?", tools=[read_file])
 
     Args:
         base_url: The endpoint (``…/v1`` for OpenAI-style servers; the API root for Anthropic).
-            Left out for an in-process model.
-        model: The model name the endpoint knows, or an in-process model from
-            [`toolnexus.testing`][toolnexus.testing] (``FunctionModel``, ``ScriptedModel``): no
-            HTTP, no key.
+            Left out for an in-process model, and for a model name with a provider prefix
+            (whose endpoint it then overrides).
+        model: The model name the endpoint knows; or a provider and the name it knows,
+            ``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"`` or
+            ``"openrouter:openai/gpt-4o-mini"``: the prefix picks the style, the default
+            ``base_url`` and the key's variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+            ``OPENROUTER_API_KEY``); or an in-process model from
+            [`toolnexus.testing`][toolnexus.testing] (``FunctionModel``, ``ScriptedModel``,
+            ``TestModel``; ``"test"`` is a ``TestModel()``): no HTTP, no key.
         style: ``"openai"`` (Chat Completions: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp),
-            ``"anthropic"`` (Messages) or ``"responses"`` (the OpenAI Responses API).
-        api_key: Else ``OPENROUTER_API_KEY``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+            ``"anthropic"`` (Messages) or ``"responses"`` (the OpenAI Responses API); default
+            the prefix's, else ``"openai"``.
+        api_key: Else the prefix's variable; with no prefix, ``OPENROUTER_API_KEY``, then
+            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
         max_parallel: A synonym of ``max_tool_concurrency``: the cap on overlapping safe
             calls (else the environment variable ``TOOLNEXUS_MAX_TOOL_CONCURRENCY``, else 10),
             under the name that [`run_batch`][toolnexus.scheduling.run_batch],
@@ -494,6 +506,18 @@ def create_client(
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
     """
     max_parallel = _cap(max_tool_concurrency, max_parallel)
+    key_variable: str | None = None
+    if isinstance(model, str) and base_url is None and model.strip() == TEST_MODEL_NAME:
+        from toolnexus.client._test_model import TestModel
+
+        model = TestModel()
+    elif isinstance(model, str) and (named := provider_of(model)) is not None:
+        provider, model = named
+        style = style if style is not None else provider.style
+        base_url = base_url if base_url is not None else provider.base_url
+        key_variable = provider.key_variable
+    if style is None:
+        style = "openai"
     if style not in _STYLES:
         raise ConfigurationError(
             f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
@@ -556,7 +580,7 @@ def create_client(
             style,
             base_url=str(base_url),
             model=model,
-            api_key=_api_key(api_key, style),
+            api_key=_api_key(api_key, style, key_variable),
             system_prompt=system_prompt,
             wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
             request_params=dict(request_params or {}),

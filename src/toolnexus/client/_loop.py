@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from toolnexus._json import encodable_data, encodable_text, json_problem
 from toolnexus.client._history import own_state_only
+from toolnexus.client._models import InProcessStyle
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
@@ -178,6 +179,9 @@ class _Run:
             _check_hosted(offered)
         self.kit = Toolkit(offered)
         self.definitions = config.style.tool_definitions(offered)
+        if isinstance(config.style, InProcessStyle):  # shown as data what a program may call
+            granted = filter_tools(tools, config.policy)
+            self.definitions = config.style.with_program_tools(self.definitions, granted)
         self.ctx = RunContext(
             deps=config.deps,
             policy=config.policy,

@@ -22,8 +22,11 @@ from typing import Any
 from toolnexus._json import dumps_plain, encodable_data
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
 from toolnexus.client.styles._openai import OpenAIStyle
+from toolnexus.codemode._modes import RUN_CODE_NAME
+from toolnexus.codemode._sdk import sdk_tools
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
+from toolnexus.tools import Tool
 
 __all__ = ["FunctionModel", "InProcessStyle", "ModelReply", "ScriptedModel"]
 
@@ -45,8 +48,9 @@ class ModelReply:
 ModelFunction = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]
 """``fn(messages, tools)``, sync or async: ``messages`` in the OpenAI Chat Completions shape
 (system, user, assistant with ``tool_calls``, ``tool`` results), ``tools`` as
-``{"name", "description", "input_schema"}``. Returns a string, a list of ``ToolCall``s or a
-[`ModelReply`][toolnexus.testing.ModelReply]."""
+``{"name", "description", "input_schema"}`` (``run_code``'s also has ``program_tools``, the
+tools its programs may call, in the same shape, and ``language``). Returns a string, a list of
+``ToolCall``s or a [`ModelReply`][toolnexus.testing.ModelReply]."""
 
 
 def _encoded(value: list[dict[str, Any]]) -> str | None:
@@ -175,6 +179,11 @@ class ScriptedModel(FunctionModel):
         return self.replies[self._next - 1]
 
 
+_PROGRAM_KEYS = ("program_tools", "language")
+"""What ``run_code``'s entry carries for an in-process model (see
+`InProcessStyle.with_program_tools`)."""
+
+
 def _estimate(text: str) -> int:
     """Tokens, estimated as one per four characters (what a tokenizer gives for English)."""
     return max(1, len(text) // 4) if text else 0
@@ -197,6 +206,38 @@ class InProcessStyle(OpenAIStyle):
 
     async def sdk(self) -> Any:
         return None
+
+    def with_program_tools(
+        self, definitions: list[dict[str, Any]], granted: Sequence[Tool]
+    ) -> list[dict[str, Any]]:
+        """``definitions`` with ``run_code``'s entry also naming what its programs may call.
+
+        A server reads the SDK in ``run_code``'s description; an in-process model is shown
+        the same tools as data instead: ``program_tools`` (``{"name", "description",
+        "input_schema"}`` each, the SDK's tools in its order) and ``language`` (the
+        programs' language, ``"python"`` or ``"javascript"``).
+        """
+        out: list[dict[str, Any]] = []
+        for definition in definitions:
+            function = definition.get("function") or {}
+            if function.get("name") == RUN_CODE_NAME:
+                description = str(function.get("description", ""))
+                language = "javascript" if "\n\n// JavaScript" in description else "python"
+                function = {
+                    **function,
+                    "program_tools": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "input_schema": copy.deepcopy(t.input_schema),
+                        }
+                        for t in sdk_tools(granted)
+                    ],
+                    "language": language,
+                }
+                definition = {**definition, "function": function}
+            out.append(definition)
+        return out
 
     def sendable(self, params: dict[str, Any]) -> dict[str, Any]:
         """The request as it is: `_answer` makes its strings sendable itself, from the one
@@ -229,6 +270,7 @@ class InProcessStyle(OpenAIStyle):
                 "name": t["function"]["name"],
                 "description": t["function"].get("description", ""),
                 "input_schema": t["function"].get("parameters", {}),
+                **{k: t["function"][k] for k in _PROGRAM_KEYS if k in t["function"]},
             }
             for t in params.get("tools", [])
         ]

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from mcp.server.stdio import stdio_server
+from toolnexus.errors import MissingExtraError
+
+try:
+    from mcp.server.stdio import stdio_server
+except ImportError as exc:
+    raise MissingExtraError("toolnexus.mcp (the mcp SDK)", "mcp") from exc
 
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import gateway_options, load_config

@@ -10,6 +10,13 @@ travel through a payload store the workers share (`file_store`). See ``docs/temp
 Needs the ``temporal`` extra (``temporalio``).
 """
 
+from toolnexus.errors import MissingExtraError
+
+try:
+    import temporalio  # noqa: F401  # the extra, checked before anything imports from it
+except ImportError as exc:
+    raise MissingExtraError("toolnexus.temporal (temporalio)", "temporal") from exc
+
 from toolnexus.temporal._client import RunHandle, run_batch, run_program, start_run
 from toolnexus.temporal._wire import MAX_RESULT_BYTES, FileStore, Timings, file_store
 from toolnexus.temporal._worker import replayer, worker

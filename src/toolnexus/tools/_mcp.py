@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TextIO
 
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
@@ -623,9 +623,7 @@ async def mcp_servers(
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise ConfigurationError(
-            "MCP tools need the mcp SDK: pip install mcp (the mcp extra of toolnexus)."
-        ) from exc
+        raise MissingExtraError("MCP tools (the mcp SDK)", "mcp") from exc
     tools = McpTools(reserved)
     links = [_Link(server) for server in servers]
     try:

@@ -24,7 +24,7 @@ from toolnexus._json import json_problem, loads_strict
 from toolnexus.errors import ViewError
 from toolnexus.session import MAX_DEPTH, Event, Session
 
-__all__ = ["RunSource", "build", "classify_call", "read_events"]
+__all__ = ["RunSource", "build", "classify_call", "ran_together", "read_events", "together_line"]
 
 RunSource = Session | Iterable[Event] | str | os.PathLike[str]
 """What `build` draws: a session, its events, or the path of a saved session or audit log."""
@@ -352,7 +352,7 @@ def _times_of(event: Event) -> list[float]:
     if event.type == "call_timing":
         data = event.data
         return [float(v) for v in (data.get("admitted"), data.get("started")) if _is_time(v)]
-    if event.type in ("turn_start", "model_response", "assistant_message"):
+    if event.type in ("turn_start", "model_response", "assistant_message", "code_run"):
         return [event.time]
     return []
 
@@ -380,6 +380,7 @@ class _Group:
         self.requests: list[dict[str, Any]] = []
         self.approvals: list[dict[str, Any]] = []
         self.lanes: dict[tuple[Any, Any], dict[str, Any]] = {}  # (lane, seq) -> call
+        self.prompt: dict[str, Any] | None = None  # the latest user message, for its request
         self.timed = any(e.type == "call_timing" for e in events)
         self.run = 0  # which run of an audit log
         last = None
@@ -454,6 +455,11 @@ class _Group:
 
     def _on_turn_start(self, event: Event) -> None:
         self.requests.append({"turn": event.data.get("turn"), "start": self.ms(event.time)})
+        if self.prompt is not None:  # the prompt this request answers (its first turn)
+            self.requests[-1]["prompt"], self.prompt = self.prompt, None
+
+    def _on_user_message(self, event: Event) -> None:
+        self.prompt = _clip(event.data.get("content") or "")
 
     def _on_model_response(self, event: Event) -> None:
         request = self._open_request(event)
@@ -524,7 +530,12 @@ class _Group:
             "id": program_id,
             "key": f"{self.index}.p{len(self.programs)}",
             "language": data.get("language"),
+            "runtime": data.get("runtime"),
             "description": _clip(data.get("description") or ""),
+            "source": _clip(data["source"]) if isinstance(data.get("source"), str) else None,
+            "result": None,
+            "logs": None,
+            "error": None,
             "admitted": self.ms(event.time),
             "owner": owner,
         }
@@ -540,6 +551,13 @@ class _Group:
             output = loads_strict(content) if isinstance(content, str) else None
         except ValueError:
             return
+        if isinstance(output, dict):  # what the program returned, printed, or failed with
+            if "result" in output:
+                program["result"] = _clip(output["result"])
+            if isinstance(output.get("logs"), list) and output["logs"]:
+                program["logs"] = _clip("\n".join(map(_log_line, output["logs"])))
+            if isinstance(output.get("error"), dict):
+                program["error"] = _clip(output["error"])
         entries = output.get("calls") if isinstance(output, dict) else None
         if not isinstance(entries, list):
             return
@@ -591,9 +609,13 @@ class _Group:
     # -- layout --------------------------------------------------------------------------------
 
     def result(self) -> dict[str, Any]:
+        owned = {program["key"]: program for program in self.programs}
         for call in self.calls:
             del call["stages"]
-            if call["start"] is None:  # never entered a lane (e.g. an unknown tool), or no answer
+            program = owned.get(call.get("owns"))
+            if call["start"] is None and program is not None and "answered" in call:
+                call["start"], call["end"] = program["admitted"], call["answered"]  # its run
+            elif call["start"] is None:  # never entered a lane (e.g. an unknown tool), or no answer
                 call["start"] = call["end"] = call.get("answered", 0.0)
         for program in self.programs:
             owner = program.pop("owner")
@@ -604,6 +626,7 @@ class _Group:
             program["calls"] = len(subs)
             program["failed"] = owner is not None and owner["error"] is not None
             program["owner"] = owner["key"] if owner is not None else None
+            program["together"] = together_line(subs)
         for request in self.requests:
             request.setdefault("end", request["start"])
         _match_approvals(self.approvals, self.calls)
@@ -657,6 +680,38 @@ def _match_approvals(approvals: list[dict[str, Any]], calls: list[dict[str, Any]
             call["approval"] = approval
     for approval in approvals:
         del approval["order"]
+
+
+def _log_line(entry: Any) -> str:
+    if isinstance(entry, dict) and "stderr" in entry:
+        return f"stderr: {entry['stderr']}"
+    return str(entry)
+
+
+def ran_together(spans: list[tuple[float, float | None]]) -> list[list[int]]:
+    """Groups of calls that ran at the same time: each call numbered from 1 in start order
+    (ties in the order given), a call joining the group whose calls had not all ended when it
+    started. ``spans`` are ``(start, end)``; ``end`` ``None`` for a call still running."""
+    groups: list[list[int]] = []
+    group_end = -1.0
+    ordered = sorted(range(len(spans)), key=lambda i: (spans[i][0], i))
+    for number, i in enumerate(ordered, 1):
+        start, end = spans[i]
+        finish = end if end is not None else float("inf")
+        if groups and start < group_end:
+            groups[-1].append(number)
+            group_end = max(group_end, finish)
+        else:
+            groups.append([number])
+            group_end = finish
+    return groups
+
+
+def together_line(calls: list[dict[str, Any]]) -> str:
+    """`ran_together` of ``calls`` as the terminal prints it: ``[1]  ->  [2 3 4]  ->  [5]``."""
+    ordered = sorted(calls, key=lambda c: (c["start"], c["order"]))
+    groups = ran_together([(c["start"], c["end"]) for c in ordered])
+    return "  ->  ".join("[" + " ".join(map(str, g)) + "]" for g in groups)
 
 
 def _rows(

@@ -1,7 +1,7 @@
 (function () {
 "use strict";
 var D = JSON.parse(document.getElementById("tn-data").textContent);
-var ROW = 22, LABEL = 230, MARGIN = 6, MAX_LINKS = 60;
+var ROW = 22, LABEL = 230, MARGIN = 6, MAX_LINKS = 60, RIGHT = 70;  /* RIGHT: the last tick's label */
 var COLOURS = {safe: "--safe", unsafe: "--unsafe", failed: "--failed", refused: "--refused",
   timeout: "--timeout", unknown: "--unknown", model: "--model"};
 var CLASS_NAMES = {safe: "safe (ran with others)", unsafe: "unsafe (ran alone)", failed: "failed",
@@ -52,6 +52,41 @@ var ap = el("span", "", "◆ approval asked (green: approved, purple: refused)")
 ap.style.setProperty("--c", "transparent"); legend.appendChild(ap);
 var notes = document.getElementById("notes");
 D.notes.forEach(function (n) { notes.appendChild(el("div", "", "Note: " + n)); });
+/* -- programs and conversation: what ran, what it gave, what was said --------------------- */
+function clipText(clip) { return clip ? clip.text + (clip.cut ? "\n… " + clip.cut + " more characters" : "") : ""; }
+function section(box, cls, title, clip, open) {
+  if (!clip) return;
+  var d = el("details", cls); if (open) d.open = true;
+  d.appendChild(el("summary", "", title)); d.appendChild(el("pre", "", clipText(clip)));
+  box.appendChild(d);
+}
+var progBox = document.getElementById("programs");
+D.groups.forEach(function (g) {
+  g.programs.forEach(function (p) {
+    var box = el("div", "program-info"); box.setAttribute("data-program", p.id);
+    var head = "program " + p.id + (p.language ? " (" + p.language + (p.runtime ? ", " + p.runtime : "") + ")" : "") +
+      (p.description && p.description.text ? ": " + p.description.text : "");
+    box.appendChild(el("h2", "", head));
+    if (p.together) box.appendChild(el("div", "together", "what ran together: " + p.together));
+    section(box, "source", "source", p.source, false);
+    section(box, "result", p.error ? "error" : "result", p.error || p.result, true);
+    section(box, "logs", "logs", p.logs, true);
+    progBox.appendChild(box);
+  });
+});
+var talk = document.getElementById("conversation");
+D.groups.forEach(function (g) {
+  g.requests.forEach(function (r) {
+    if (!r.prompt && !(r.text && r.text.text)) return;
+    var box = el("div", "exchange");
+    if (r.prompt) box.appendChild(el("div", "prompt", "prompt: " + clipText(r.prompt)));
+    var used = (r.input_tokens === null || r.input_tokens === undefined) ? "" :
+      " (" + r.input_tokens + " in / " + (r.output_tokens === null ? "?" : r.output_tokens) + " out)";
+    if (r.text && r.text.text) box.appendChild(el("div", "reply", "model" + used + ": " + clipText(r.text)));
+    else box.appendChild(el("div", "reply", "model" + used + ": (tool calls)"));
+    talk.appendChild(box);
+  });
+});
 /* -- rows ------------------------------------------------------------------------------- */
 /* Everything from the run is looked up in Maps, by key: an id or a name from the run
    ("constructor", "__proto__") is never a property of an object here. */
@@ -98,7 +133,7 @@ var zoom = 1, scale = 1, selected = null;
 function layout(quiet) {
   var width = Math.max(200, scroll.clientWidth - LABEL - 2 * MARGIN);
   scale = width * zoom / span;
-  canvas.style.width = (LABEL + 2 * MARGIN + span * scale) + "px";
+  canvas.style.width = (LABEL + 2 * MARGIN + span * scale + RIGHT) + "px";
   canvas.style.height = (20 + rows.length * ROW) + "px";
   if (!quiet) draw();
 }
@@ -241,13 +276,18 @@ function show(c) {
     var q = c.request;
     row("turn", q.turn); row("model", q.model); row("input tokens", q.input_tokens);
     row("output tokens", q.output_tokens); row("start", ms(q.start)); row("duration", ms(q.end - q.start));
-    box.appendChild(dl); block(box, "reply", q.text); draw(); return;
+    box.appendChild(dl); if (q.prompt) block(box, "prompt", q.prompt);
+    block(box, "reply", q.text); draw(); return;
   }
   if (c.prog) {
     var p = c.prog;
     row("language", p.language); row("sub-calls", p.calls); row("start", ms(p.start));
-    row("duration", ms(p.end - p.start)); box.appendChild(dl);
-    block(box, "description", p.description); draw(); return;
+    row("duration", ms(p.end - p.start)); row("what ran together", p.together); box.appendChild(dl);
+    block(box, "description", p.description);
+    if (p.source) block(box, "source", p.source);
+    if (p.error) block(box, "error", p.error); else if (p.result) block(box, "result", p.result);
+    if (p.logs) block(box, "logs", p.logs);
+    draw(); return;
   }
   row("id", c.id); row("class", CLASS_NAMES[c["class"]] || c["class"]); row("mode", c.mode);
   row("admitted", c.admitted === null ? null : ms(c.admitted)); row("started", ms(c.start));

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import ssl
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolnexus.errors import ProviderError
 
@@ -30,6 +33,7 @@ __all__ = [
     "provider_error",
     "retry_delay",
     "retryable",
+    "root_cause",
     "undecodable_body",
 ]
 
@@ -87,6 +91,41 @@ def retry_delay(exc: BaseException, attempt: int) -> float:
     return backoff * (0.8 + 0.4 * random.random())
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or during (``__cause__``, else ``__context__``), in
+    order, each once."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def root_cause(exc: BaseException, base_url: str = "") -> str | None:
+    """Why a connection failed, in a few words, from the OS or TLS error at the bottom of
+    ``exc``'s chain: the DNS lookup, a refused connection, TLS, a timeout, or the OS's own
+    words; ``None`` when the chain holds none of them.
+
+    The SDKs say only "Connection error."; the cause is three or four exceptions down.
+    """
+    host = urlsplit(base_url).hostname or "the host"
+    for link in reversed(_chain(exc)):
+        if isinstance(link, socket.gaierror):
+            return f"the DNS lookup of {host} failed: {link.strerror or link}"
+        if isinstance(link, ConnectionRefusedError):
+            return f"the connection to {urlsplit(base_url).netloc or host} was refused"
+        if isinstance(link, ssl.SSLCertVerificationError):
+            return f"TLS failed: the certificate of {host} was not trusted ({link.verify_message})"
+        if isinstance(link, ssl.SSLError):
+            return f"TLS failed: {link.reason or link}"
+        if isinstance(link, TimeoutError) or type(link).__name__ in ("ConnectTimeout",):
+            return f"connecting to {host} timed out"
+        if isinstance(link, OSError) and link.strerror:
+            return f"{link.strerror} ({host})"
+    return None
+
+
 def _cause(exc: BaseException) -> tuple[str, str]:
     """(one line saying what the server said, the whole of it)."""
     body = getattr(exc, "body", None)
@@ -137,7 +176,9 @@ def provider_error(
     cause, detail = _cause(exc)
     status = getattr(exc, "status_code", None)
     if status is None:
-        return ProviderError(None, f"could not reach the model at {base_url}: {cause}", detail)
+        root = root_cause(exc, base_url)
+        said = root if root is not None else cause  # the SDK's own words: "Connection error."
+        return ProviderError(None, f"could not reach the model at {base_url}: {said}", detail)
     if status == 401:
         variables = " or ".join(key_variables)
         return ProviderError(

@@ -48,7 +48,7 @@ from toolnexus.codemode.runtimes._base import (
     run_deadline,
 )
 from toolnexus.codemode.runtimes._pinning import CallerPins, Pins
-from toolnexus.errors import ConfigurationError
+from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.scheduling import Outcome, snapshot
 
 __all__ = ["V8Runtime"]
@@ -66,9 +66,8 @@ def _deno_binary() -> str:
     try:
         from deno import find_deno_bin  # type: ignore[import-untyped]  # ships no py.typed
     except ImportError as exc:  # pragma: no cover - the test extra installs it
-        raise ConfigurationError(
-            "V8Runtime needs the deno binary: pip install deno (the v8 extra of toolnexus), "
-            "or pass deno_path=."
+        raise MissingExtraError(
+            "V8Runtime (the deno binary)", "v8", ", or pass deno_path="
         ) from exc
     path: str = find_deno_bin()
     return path
