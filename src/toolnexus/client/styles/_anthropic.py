@@ -164,12 +164,12 @@ class AnthropicStyle(Style):
         try:
             message = await sdk.messages.create(**params)
             if not hasattr(message, "model_dump"):
-                raise malformed(self.base_url, f"the body is {_what(message)}, not a message")
+                raise malformed(self.base_url, f"the body is {described(message)}, not a message")
             blocks = getattr(message, "content", None)
             if blocks is None:
                 raise self._no_content(message)
             if not isinstance(blocks, list):
-                raise malformed(self.base_url, f"the message's content is {_what(blocks)}")
+                raise malformed(self.base_url, f"the message's content is {described(blocks)}")
             content = [self._block(block, f"content block {n}") for n, block in enumerate(blocks)]
         except (ValueError, RecursionError) as exc:  # the body could not be decoded
             raise undecodable_body(self.base_url, exc) from None
@@ -201,7 +201,7 @@ class AnthropicStyle(Style):
             received += 1
             kind = getattr(event, "type", None)
             if not isinstance(kind, str):
-                shape = "has no type" if hasattr(event, "model_dump") else f"is {_what(event)}"
+                shape = "has no type" if hasattr(event, "model_dump") else f"is {described(event)}"
                 raise malformed(self.base_url, f"a stream event {shape}")
             if kind == "message_start":
                 started = self._part(event, "message")
@@ -253,7 +253,7 @@ class AnthropicStyle(Style):
         """A content block as sent, checked: an object with a ``type``, and a ``tool_use``
         with the id and name its result must name."""
         if not hasattr(block, "model_dump"):
-            raise malformed(self.base_url, f"{where} is {_what(block)}")
+            raise malformed(self.base_url, f"{where} is {described(block)}")
         sent = _as_sent(block)
         kind = sent.get("type")
         if not isinstance(kind, str):
@@ -268,14 +268,16 @@ class AnthropicStyle(Style):
         """The ``name`` object of a stream event, checked."""
         part = getattr(event, name, None)
         if not hasattr(part, "model_dump"):
-            raise malformed(self.base_url, f"a {event.type} event carries {_what(part)} as {name}")
+            raise malformed(
+                self.base_url, f"a {event.type} event carries {described(part)} as {name}"
+            )
         return part
 
     def _index(self, event: Any) -> int:
         """A content block event's ``index``, checked."""
         index = getattr(event, "index", None)
         if type(index) is not int:
-            raise malformed(self.base_url, f"a {event.type} event has the index {_what(index)}")
+            raise malformed(self.base_url, f"a {event.type} event has the index {described(index)}")
         return index
 
     async def _apply_delta(self, block: dict[str, Any], delta: Any, on_text: OnText) -> None:
@@ -304,11 +306,6 @@ class AnthropicStyle(Style):
             for c, o in zip(calls, outcomes, strict=True)
         ]
         return [{"role": "user", "content": blocks}]
-
-
-def _what(value: Any) -> str:
-    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
-    return "an object" if hasattr(value, "model_dump") else described(value)
 
 
 def _stop(message: Any) -> str | None:

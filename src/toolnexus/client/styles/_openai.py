@@ -141,7 +141,9 @@ class OpenAIStyle(Style):
         """
         response = await post_chat_completion(sdk, params, stream=False)
         if not hasattr(response, "model_dump"):
-            raise malformed(self.base_url, f"the body is {_what(response)}, not a chat completion")
+            raise malformed(
+                self.base_url, f"the body is {described(response)}, not a chat completion"
+            )
         choices = getattr(response, "choices", None)
         if not choices:
             said = _error_message(response)
@@ -155,13 +157,13 @@ class OpenAIStyle(Style):
                 '"choices" list): the server produced no reply; check its logs',
             )
         if not isinstance(choices, list):
-            raise malformed(self.base_url, f"its choices are {_what(choices)}")
+            raise malformed(self.base_url, f"its choices are {described(choices)}")
         choice = choices[0]
         if not hasattr(choice, "model_dump"):
-            raise malformed(self.base_url, f"its first choice is {_what(choice)}")
+            raise malformed(self.base_url, f"its first choice is {described(choice)}")
         message: Any = getattr(choice, "message", None)
         if not hasattr(message, "model_dump"):
-            raise malformed(self.base_url, f"its first choice's message is {_what(message)}")
+            raise malformed(self.base_url, f"its first choice's message is {described(message)}")
         try:
             sent = message.model_dump(
                 mode="json", by_alias=True, exclude_unset=True, warnings=False
@@ -170,7 +172,7 @@ class OpenAIStyle(Style):
             raise undecodable_body(self.base_url, exc) from None
         calls = sent.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
-            raise malformed(self.base_url, f"the message's tool_calls are {_what(calls)}")
+            raise malformed(self.base_url, f"the message's tool_calls are {described(calls)}")
         return _sent_turn(sent, _usage(getattr(response, "usage", None)), _finish(choice))
 
     async def stream(
@@ -203,7 +205,7 @@ class OpenAIStyle(Style):
         async for chunk in chunks:
             received += 1
             if not hasattr(chunk, "model_dump"):
-                raise malformed(self.base_url, f"a stream chunk is {_what(chunk)}")
+                raise malformed(self.base_url, f"a stream chunk is {described(chunk)}")
             said = _error_message(chunk)
             if said is not None:  # a gateway's failure mid-stream (OpenRouter sends these)
                 raise ProviderError(
@@ -243,17 +245,17 @@ class OpenAIStyle(Style):
         if choices is None:
             return []
         if not isinstance(choices, list):
-            raise malformed(self.base_url, f"a stream chunk's choices are {_what(choices)}")
+            raise malformed(self.base_url, f"a stream chunk's choices are {described(choices)}")
         for choice in choices:
             if not hasattr(choice, "model_dump"):
-                raise malformed(self.base_url, f"a stream chunk's choice is {_what(choice)}")
+                raise malformed(self.base_url, f"a stream chunk's choice is {described(choice)}")
         return choices
 
     def _delta(self, delta: Any) -> dict[str, Any]:
         """A choice's delta as sent, checked: an object whose ``tool_calls`` (when present)
         is a list of objects."""
         if not hasattr(delta, "model_dump"):
-            raise malformed(self.base_url, f"a stream chunk's delta is {_what(delta)}")
+            raise malformed(self.base_url, f"a stream chunk's delta is {described(delta)}")
         piece: dict[str, Any] = delta.model_dump(
             mode="json", by_alias=True, exclude_unset=True, warnings=False
         )
@@ -309,11 +311,6 @@ def _raw(arguments: Any) -> str:
 
 
 FAILURE_MARK = "Error: "
-
-
-def _what(value: Any) -> str:
-    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
-    return "an object" if hasattr(value, "model_dump") else described(value)
 
 
 def _finish(choice: Any) -> str | None:

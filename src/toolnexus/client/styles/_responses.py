@@ -158,7 +158,7 @@ class ResponsesStyle(Style):
         """
         response = await post_response(sdk, params, stream=False)
         if not hasattr(response, "model_dump"):
-            raise malformed(self.base_url, f"the body is {_what(response)}, not a response")
+            raise malformed(self.base_url, f"the body is {described(response)}, not a response")
         output = getattr(response, "output", None)
         if output is None:
             error = getattr(response, "error", None)
@@ -206,7 +206,7 @@ class ResponsesStyle(Style):
             received += 1
             kind = getattr(event, "type", None)
             if not isinstance(kind, str):
-                shape = "has no type" if hasattr(event, "model_dump") else f"is {_what(event)}"
+                shape = "has no type" if hasattr(event, "model_dump") else f"is {described(event)}"
                 raise malformed(self.base_url, f"a stream event {shape}")
             if kind == "response.output_text.delta":
                 delta = getattr(event, "delta", None)
@@ -230,7 +230,7 @@ class ResponsesStyle(Style):
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
                 final = getattr(event, "response", None)
                 if final is None or not hasattr(final, "model_dump"):
-                    raise malformed(self.base_url, f"{kind} carries {_what(final)}")
+                    raise malformed(self.base_url, f"{kind} carries {described(final)}")
             elif kind == "error":
                 raise ProviderError(
                     None,
@@ -261,7 +261,7 @@ class ResponsesStyle(Style):
         index = getattr(event, "output_index", None)
         if type(index) is not int or index < 0:
             raise malformed(
-                self.base_url, f"a {event.type} event has the output_index {_what(index)}"
+                self.base_url, f"a {event.type} event has the output_index {described(index)}"
             )
         return index
 
@@ -269,7 +269,7 @@ class ResponsesStyle(Style):
         """An ``output_item`` event's item as sent, checked."""
         item = getattr(event, "item", None)
         if item is None or not hasattr(item, "model_dump"):
-            what = f"a {event.type} event carries {_what(item)} as its item"
+            what = f"a {event.type} event carries {described(item)} as its item"
             raise malformed(self.base_url, what)
         try:
             sent = _as_sent(item)
@@ -288,11 +288,13 @@ class ResponsesStyle(Style):
         if output is None:
             return []
         if not isinstance(output, list):
-            raise malformed(self.base_url, f"the output of {where} is {_what(output)}")
+            raise malformed(self.base_url, f"the output of {where} is {described(output)}")
         items = []
         for number, item in enumerate(output):
             if not hasattr(item, "model_dump"):
-                raise malformed(self.base_url, f"output item {number} of {where} is {_what(item)}")
+                raise malformed(
+                    self.base_url, f"output item {number} of {where} is {described(item)}"
+                )
             try:
                 sent = _as_sent(item)
             except (ValueError, RecursionError) as exc:  # nested past what can be read
@@ -358,11 +360,6 @@ class ResponsesStyle(Style):
                 item["caller"] = dict(call.caller)
             items.append(item)
         return items
-
-
-def _what(value: Any) -> str:
-    """What came (`described`), for a value the SDK may have wrapped in one of its models."""
-    return "an object" if hasattr(value, "model_dump") else described(value)
 
 
 def _output(outcome: Outcome) -> str | list[dict[str, Any]]:
