@@ -49,6 +49,8 @@ SLOW_FILES = frozenset(
         "test_hosted_programs.py",
         "test_mcp.py",  # MCP servers in subprocesses (test_test_model.py keeps one)
         "test_cli.py",  # the command in subprocesses (test_cli_errors.py keeps its lines)
+        "test_mcp_conformance.py",  # the official suite in Node, a scenario at a time
+        "test_mcp_everything.py",  # the reference server over three transports
     }
 )
 """Test files left out of the fast subset (``pytest -m "not slow"``): each spends its time in
@@ -68,6 +70,9 @@ SLOW_TESTS = (
     "test_codemode_typed_results.py::test_typed_results_type_check_with_deno",
     "test_view.py::test_a_gateway_audit_log_is_drawn",
     "test_client.py::test_a_mixed_batch_runs_by_the_rule",
+    "test_codemode_discovery.py::test_the_description_is_byte_identical_across_runs_orders_and",
+    # a 50 MB image through a real server
+    "test_mcp_security.py::test_a_50_mb_image_reaches_the_caller_whole_and_the_model_as_one_line",
     # payloads at Temporal's limits (the file's other tests keep Temporal in the fast subset)
     "test_temporal_security.py::test_outcomes_that_cannot_fit_even_as_parts_fail_the_batch",
     "test_temporal_security.py::test_results_that_pass_the_payload_limit_together_come_back",
