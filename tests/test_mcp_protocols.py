@@ -90,11 +90,12 @@ def _served_http() -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(200):  # wait until it listens
+        deadline = time.monotonic() + 60  # a loaded machine takes a while to import the SDK
+        while True:  # wait until it listens
             with socket.socket() as client:
                 if client.connect_ex(("127.0.0.1", port)) == 0:
                     break
-            if process.poll() is not None:
+            if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the MCP HTTP server did not start")
             time.sleep(0.05)
         yield port
