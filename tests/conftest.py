@@ -48,6 +48,7 @@ SLOW_FILES = frozenset(
         "test_client_servers.py",
         "test_hosted_programs.py",
         "test_mcp.py",  # MCP servers in subprocesses (test_test_model.py keeps one)
+        "test_mcp_protocols.py",  # python SDK 2.x servers in subprocesses, both generations
         "test_cli.py",  # the command in subprocesses (test_cli_errors.py keeps its lines)
         "test_mcp_conformance.py",  # the official suite in Node, a scenario at a time
         "test_mcp_everything.py",  # the reference server over three transports

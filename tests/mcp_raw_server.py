@@ -20,6 +20,8 @@ Every mode offers, beside the listed tools, these calls (by tool name):
 * ``task``: task-augmented (``taskSupport: required``), completes after two polls;
 * ``task_forever``: a task that stays ``working``;
 * ``task_no_result``: a task that reports ``completed`` and whose ``tasks/result`` is empty;
+* ``task_optional``: ``taskSupport: optional``: as a task it completes after two polls
+  (``task_optional done``), called plainly it answers at once (``task_optional ran``);
 * ``ask_password``: asks the client, by ``elicitation/create``, for a password field;
 * ``ask_defaults``: asks for a form with defaults and returns what the client answered.
 
@@ -43,6 +45,7 @@ EXTRA = [
     "ask_defaults",
 ]  # fmt: skip
 TASKS = ["task", "task_forever", "task_no_result"]
+OPTIONAL_TASKS = ["task_optional"]
 
 
 def send(message: dict[str, object]) -> None:
@@ -71,6 +74,8 @@ def tool(name: str) -> dict[str, object]:
     }
     if name in TASKS:
         spec["execution"] = {"taskSupport": "required"}
+    if name in OPTIONAL_TASKS:
+        spec["execution"] = {"taskSupport": "optional"}
     return spec
 
 
@@ -92,7 +97,7 @@ def listing(cursor: str | None) -> dict[str, object]:
             "tools": [tool(f"c{cursor or 'start'}")],
             "nextCursor": "b" if cursor == "a" else "a",
         }
-    return {"tools": [tool(n) for n in ["t00", *EXTRA, *TASKS]]}
+    return {"tools": [tool(n) for n in ["t00", *EXTRA, *TASKS, *OPTIONAL_TASKS]]}
 
 
 ANNOTATIONS = {"audience": ["user"], "priority": 0.5}
@@ -187,7 +192,10 @@ def main() -> None:
             result(request_id, listing(params.get("cursor")))
         elif method == "tools/call":
             name = params["name"]
-            if name in TASKS:
+            if name in OPTIONAL_TASKS and "task" in params:
+                polls[name] = 0
+                result(request_id, {"task": task(name, "working")})
+            elif name in TASKS:
                 if "task" not in params:
                     send(
                         {

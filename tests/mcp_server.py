@@ -8,9 +8,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import Annotated
 
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ImageContent, SamplingMessage, TextContent, ToolAnnotations
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
+from mcp.types import (
+    CreateMessageResult,
+    ImageContent,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel
 
 server = MCPServer("test-server")
@@ -57,13 +67,17 @@ def explode(message: str) -> str:
 
 @server.tool()
 async def grow(name: str, ctx: Context) -> str:
-    """Add a tool named ``name`` and tell the client that the tool list changed."""
+    """Add a tool named ``name`` and tell the client that the tool list changed (on a
+    ``subscriptions/listen`` stream at 2026-07-28, as a notification before)."""
 
     def added() -> str:
         return f"I am {name}"
 
     server.add_tool(added, name=name, description=f"A tool added while running: {name}.")
-    await ctx.session.send_tool_list_changed()
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
     return f"grew {name}"
 
 
@@ -75,30 +89,42 @@ class Order(BaseModel):
     count: int = 2
 
 
+# The SDK's resolvers ask through an InputRequiredResult at 2026-07-28 and through a
+# server-initiated request before (see tests/mcp_input_server.py, which records which).
+
+
+def _order() -> Elicit[Order]:
+    return Elicit("What would you like?", Order)
+
+
+def _question(prompt: str) -> Sample:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    return Sample([message], max_tokens=50)
+
+
+def _roots() -> ListRoots:
+    return ListRoots()
+
+
 @server.tool()
-async def ask(ctx: Context) -> dict[str, object]:
+async def ask(
+    answer: Annotated[ElicitationResult[Order], Resolve(_order)],
+) -> dict[str, object]:
     """Asks the user for an order (form elicitation) and returns the answer."""
-    answer = await ctx.elicit("What would you like?", Order)
-    data = answer.data.model_dump() if answer.action == "accept" and answer.data else None
+    data = answer.data.model_dump() if answer.action == "accept" else None
     return {"action": answer.action, "data": data}
 
 
 @server.tool()
-async def sample(prompt: str, ctx: Context) -> str:
+async def sample(prompt: str, reply: Annotated[CreateMessageResult, Resolve(_question)]) -> str:
     """Asks the client's model (sampling) and returns its text."""
-    reply = await ctx.session.create_message(
-        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
-        max_tokens=50,
-        related_request_id=ctx.request_id,
-    )
     content = reply.content
     return content.text if isinstance(content, TextContent) else str(content)
 
 
 @server.tool()
-async def roots(ctx: Context) -> list[str]:
+async def roots(listed: Annotated[ListRootsResult, Resolve(_roots)]) -> list[str]:
     """The client's roots."""
-    listed = await ctx.session.list_roots()
     return [str(root.uri) for root in listed.roots]
 
 

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.tools._mcp_auth import Secrets, oauth_provider
-from toolnexus.tools._mcp_config import ServerConfig, parse_config
+from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
 from toolnexus.tools._mcp_handlers import callbacks, session_class
 from toolnexus.tools._mcp_tasks import call_as_task
@@ -48,6 +48,12 @@ a server still paging after that fails with an error naming it, never a partial 
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024
 """The largest server message read over streamable HTTP (one event of its SSE stream): a
 50 MB image is 67 MB of base64. A larger message fails its call, with a message saying so."""
+MAX_INPUT_ROUNDS = 10
+"""The most ``InputRequiredResult`` rounds one call may take (the SDK's default): a server
+still asking after that fails the call with an error naming it."""
+MAX_REQUEST_STATE_CHARS = 4 * 1024 * 1024
+"""The longest ``requestState`` of an ``InputRequiredResult`` that is echoed back: a server
+sending a longer one fails the call with an error naming it (its state is not sent back)."""
 
 
 def _declaration(arg_names: dict[str, tuple[str, ...]]) -> ResourcesFunction:
@@ -72,7 +78,8 @@ ToolsChanged = Callable[["McpTools"], Awaitable[None]]
 
 
 class McpTools(list[Tool]):
-    """The tools of every server that connected; ``failures`` names those that did not.
+    """The tools of every server that connected; ``failures`` names those that did not, and
+    ``protocols`` gives each connected server's negotiated protocol revision.
 
     Every upstream tool is reachable under a unique name: ``<server>_<tool>`` (sanitised, at
     most 64 characters) when no other tool has it, else that name cut to 57 characters plus
@@ -88,6 +95,7 @@ class McpTools(list[Tool]):
     def __init__(self, reserved: Collection[str] = ()) -> None:
         super().__init__()
         self.failures: dict[str, str] = {}
+        self.protocols: dict[str, str] = {}
         self.renamed: dict[str, tuple[str, str]] = {}
         self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
@@ -269,9 +277,7 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
             f"another tool has the name {tool_name(server.name, remote)}.) {description}"
         ).strip()
 
-    as_task = _task_support(tool) == "required" or (
-        server.task_calls == "optional" and _task_support(tool) == "optional"
-    )
+    as_task = calls_as_task(server, _task_support(tool))
 
     async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
         return _result(await link.call(remote, args, as_task=as_task, ctx=ctx))
@@ -355,8 +361,44 @@ async def _open(
     session = await stack.enter_async_context(
         session_class()(read, write, message_handler=on_message, **answers)
     )
-    await session.initialize()
+    await _negotiate(session, server)
     return session
+
+
+async def _negotiate(session: Any, server: ServerConfig) -> None:
+    """Settle the protocol revision, as the SDK's ``Client(mode=...)`` does (see
+    ``ServerConfig.protocol``): ``"auto"`` probes ``server/discover`` and falls back to the
+    ``initialize`` handshake on a server that does not speak it (``negotiate_auto``).
+
+    Raises:
+        ConnectionError: a pinned modern revision the server does not speak, naming both.
+    """
+    if server.protocol == "legacy":
+        await session.initialize()
+        return
+    if server.protocol == "auto":
+        from mcp.client._probe import negotiate_auto
+
+        await negotiate_auto(session)
+        return
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import DiscoverResult
+    from pydantic import ValidationError
+
+    pinned = f"; its entry pins protocol {server.protocol}"
+    try:
+        result = DiscoverResult.model_validate(await session.send_discover(server.protocol))
+    except (MCPError, ValidationError) as exc:
+        why = exc.error.message if isinstance(exc, MCPError) else "its answer is no DiscoverResult"
+        raise ConnectionError(
+            f"MCP server {server.name!r} did not answer server/discover ({why[:200]}){pinned}"
+        ) from None
+    if server.protocol not in result.supported_versions:
+        raise ConnectionError(
+            f"MCP server {server.name!r} speaks {', '.join(result.supported_versions) or 'none'} "
+            f"of the per-request revisions{pinned}"
+        )
+    session.adopt(result.model_copy(update={"supported_versions": [server.protocol]}))
 
 
 class _Link:
@@ -373,6 +415,7 @@ class _Link:
         self.server = server
         self.secrets = Secrets()  # what to scrub from any text about this server
         self.session: Any = None
+        self.protocol: str | None = None  # the negotiated revision, once connected
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self.gone: str | None = None  # why the connection ended, once it has
@@ -438,13 +481,19 @@ class _Link:
     async def _call_driven(self, name: str, args: dict[str, Any], progress: Any) -> Any:
         """``tools/call``, with a server's ``InputRequiredResult`` (SEP-2322) answered through
         the same handlers as its requests, by the SDK's own driver."""
-        from mcp.client._input_required import run_input_required_driver
+        from mcp.client._input_required import (
+            InputRequiredRoundsExceededError,
+            run_input_required_driver,
+        )
         from mcp.client.session import ClientRequestContext
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import ErrorData
 
         session = self.session
+        server = self.server.name
 
         async def retry(responses: Any, state: str | None) -> Any:
-            return await session.call_tool(
+            answer = await session.call_tool(
                 name,
                 args,
                 progress_callback=progress,
@@ -452,16 +501,45 @@ class _Link:
                 request_state=state,
                 allow_input_required=True,
             )
+            # checked before the handlers are asked: a state too long to echo ends the call
+            echoed = getattr(answer, "request_state", None) if _asks(answer) else None
+            if echoed is not None and len(echoed) > MAX_REQUEST_STATE_CHARS:
+                raise RuntimeError(
+                    f"MCP server {server!r} asked for input with a requestState of "
+                    f"{len(echoed):,} characters (at most {MAX_REQUEST_STATE_CHARS:,} are echoed "
+                    f"back): the call of {name!r} failed"
+                )
+            return answer
+
+        refused: list[str] = []  # the handlers' errors, which the driver raises as MCPError
 
         async def dispatch(key: str, request: Any) -> Any:
             meta = request.params.meta if request.params else None
             context = ClientRequestContext(session=session, request_id=key, meta=meta)
-            return await session.dispatch_input_request(context, request)
+            answer = await session.dispatch_input_request(context, request)
+            if isinstance(answer, ErrorData):
+                refused.append(answer.message)
+            return answer
 
         first = await retry(None, None)
-        if type(first).__name__ != "InputRequiredResult":
+        if not _asks(first):
             return first
-        return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
+        try:
+            return await run_input_required_driver(
+                first, dispatch=dispatch, retry=retry, max_rounds=MAX_INPUT_ROUNDS
+            )
+        except InputRequiredRoundsExceededError:
+            raise RuntimeError(
+                f"MCP server {server!r} was still asking for input (InputRequiredResult) after "
+                f"{MAX_INPUT_ROUNDS} rounds: the call of {name!r} failed"
+            ) from None
+        except MCPError as exc:
+            if not refused:
+                raise  # the server's own error
+            raise RuntimeError(
+                f"MCP server {server!r} asked for input for {name!r} and it was not given: "
+                f"{exc.error.message}"
+            ) from None
 
     def _progress(self, tool: str, log: Any) -> Any:
         """A progress callback for one call of ``tool`` (it makes the SDK send a
@@ -521,6 +599,37 @@ class _Link:
             self._relisting.add(task)
             task.add_done_callback(self._relisting.discard)
 
+    def _announces_changes(self) -> bool:
+        """Whether the server is on a per-request revision (2026-07-28) and says its tool list
+        changes: its announcements then come only on a ``subscriptions/listen`` stream."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        tools = getattr(self.session.server_capabilities, "tools", None)
+        return self.protocol in MODERN_PROTOCOL_VERSIONS and bool(
+            getattr(tools, "list_changed", False)
+        )
+
+    def _listen(self) -> asyncio.Task[None]:
+        """A task holding the server's ``subscriptions/listen`` stream for tool list changes
+        (SEP-2575). Each change arrives as a ``notifications/tools/list_changed`` the SDK also
+        hands to the message handler (`_notified`), so it is relisted like one on any
+        revision; here the stream is only kept open and drained."""
+        from mcp.client.subscriptions import listen
+
+        async def held() -> None:
+            try:
+                async with listen(self.session, tools_list_changed=True) as events:
+                    async for _ in events:
+                        pass  # the SDK also hands each one to _notified, which relists
+            except Exception as exc:
+                logger.warning(
+                    "MCP server %r: its tool list changes are no longer heard: %s",
+                    self.server.name,
+                    self.secrets.redact(_why(exc)),
+                )
+
+        return asyncio.ensure_future(held())
+
     async def close(self) -> None:
         self._close.set()
         try:
@@ -534,9 +643,17 @@ class _Link:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 self.session = await _open(stack, self.server, self._notified, self.secrets)
+                self.protocol = self.session.protocol_version
                 listed = await list_all(self.session, self.server.name)
+                listening = self._listen() if self._announces_changes() else None
                 self._ready.set_result(listed)
-                await self._close.wait()
+                try:
+                    await self._close.wait()
+                finally:
+                    if listening is not None:
+                        listening.cancel()
+                        with contextlib.suppress(BaseException):
+                            await listening
         except BaseException as exc:
             self.gone = self.secrets.redact(_why(exc))
             if not self._ready.done():
@@ -564,6 +681,13 @@ def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
         await tools._replace(link, listed)
 
     return relist
+
+
+def _asks(answer: Any) -> bool:
+    """Whether a call's answer is an ``InputRequiredResult`` (SEP-2322)."""
+    from mcp.types import InputRequiredResult
+
+    return isinstance(answer, InputRequiredResult)
 
 
 def _plain(exc: Exception) -> bool:
@@ -635,6 +759,7 @@ async def mcp_servers(
                 logger.warning("MCP server %r did not connect: %s", link.server.name, why)
                 continue
             tools._add(link, listed)
+            tools.protocols[link.server.name] = link.protocol or "unknown"
             link.on_tools_changed = _relister(tools, link)
         yield tools
     finally:

@@ -21,7 +21,9 @@ from toolnexus.errors import ConfigurationError
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "LONG_CALL_SECONDS",
     "ServerConfig",
+    "calls_as_task",
     "config_error",
     "parse_config",
 ]
@@ -32,6 +34,13 @@ DEFAULT_HANDLER_TIMEOUT = 300.0
 DEFAULT_CALL_TIMEOUT = 120.0
 """Seconds an upstream call may take when its server sets no ``timeout``: a server that
 never answers fails the call instead of holding it (and its program) forever."""
+LONG_CALL_SECONDS = DEFAULT_CALL_TIMEOUT
+"""A server whose ``timeout`` is above this (or ``None``, no limit) has long calls: with
+``task_calls: "auto"`` its tools that allow tasks (``taskSupport: "optional"``) are called as
+tasks, so a call outlives no HTTP request (a task is polled, its result fetched at the end)."""
+PROTOCOLS = ("auto", "legacy")
+"""``protocol`` values besides a modern revision (``"2026-07-28"``)."""
+TASK_CALLS = ("auto", "required", "optional")
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,16 @@ class ServerConfig:
             error (default 300).
         on_progress: ``await on_progress(server, tool, progress, total, message)`` for each
             progress notification of a call.
-        task_calls: ``"required"`` (default): tools whose ``execution.taskSupport`` is
-            ``required`` are called as tasks; ``"optional"``: those that allow it too.
+        task_calls: Which tools are called as tasks (SEP-1686): always those whose
+            ``execution.taskSupport`` is ``"required"``; those whose is ``"optional"`` with
+            ``"optional"``, and with ``"auto"`` (the default) when the server's calls are long
+            (its ``timeout`` above `LONG_CALL_SECONDS`, 120 s, or ``None``); ``"required"``:
+            only the first.
+        protocol: How the protocol revision is chosen: ``"auto"`` (default; the SDK's
+            ``mode="auto"``: ``server/discover`` at the newest revision, 2026-07-28, and the
+            ``initialize`` handshake, 2025-11-25 or older, when the server does not speak it),
+            ``"legacy"`` (the handshake only), or a modern revision (``"2026-07-28"``: that one
+            or a failed connection).
         auth: For an HTTP server: an ``httpx2.Auth`` (the SDK's ``OAuthClientProvider``), or
             OAuth settings that build one (see ``toolnexus.tools.mcp.oauth_provider``).
     """
@@ -91,8 +108,9 @@ class ServerConfig:
     roots: tuple[Any, ...] | None = None
     handler_timeout: float | None = DEFAULT_HANDLER_TIMEOUT
     on_progress: Callable[..., Any] | None = field(default=None, compare=False)
-    task_calls: str = "required"
+    task_calls: str = "auto"
     auth: Any = field(default=None, repr=False, compare=False)
+    protocol: str = "auto"
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -134,8 +152,9 @@ class _Entry(BaseModel):
     roots: list[Any] | None = None
     handler_timeout: float | None = Seconds
     on_progress: Any = None
-    task_calls: str = "required"
+    task_calls: str = "auto"
     auth: Any = None
+    protocol: str = "auto"
 
 
 MUST_BE = {
@@ -157,7 +176,8 @@ MUST_BE = {
     "roots": 'a list of file:// URIs, like ["file:///home/me/project"]',
     "handler_timeout": "a positive number of seconds",
     "on_progress": "an async callable (server, tool, progress, total, message) (Python only)",
-    "task_calls": '"required" or "optional"',
+    "task_calls": '"auto", "required" or "optional"',
+    "protocol": '"auto", "legacy" or a modern revision ("2026-07-28")',
     "auth": "OAuth settings (an object) or an httpx2.Auth (Python only)",
 }
 """What each key must be, said in the error when it is not."""
@@ -250,6 +270,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 on_progress=entry.on_progress,
                 task_calls=entry.task_calls,
                 auth=entry.auth,
+                protocol=entry.protocol,
             )
         )
     return parsed
@@ -270,7 +291,11 @@ def _check_extras(server: str, entry: _Entry) -> None:
         uri = root if isinstance(root, str) else getattr(root, "uri", None)
         if not str(uri or "").startswith("file://"):
             raise ConfigurationError(f"{where}roots must be {MUST_BE['roots']}, got {root!r:.60}.")
-    if entry.task_calls not in ("required", "optional"):
+    if entry.protocol not in (*PROTOCOLS, *_modern_versions()):
+        raise ConfigurationError(
+            f"{where}protocol must be {MUST_BE['protocol']}, got {entry.protocol!r:.60}."
+        )
+    if entry.task_calls not in TASK_CALLS:
         raise ConfigurationError(
             f"{where}task_calls must be {MUST_BE['task_calls']}, got {entry.task_calls!r:.60}."
         )
@@ -281,6 +306,28 @@ def _check_extras(server: str, entry: _Entry) -> None:
             raise ConfigurationError(
                 f"{where}auth must be {MUST_BE['auth']}, got a {type(entry.auth).__name__}."
             )
+
+
+def _modern_versions() -> tuple[str, ...]:
+    """The per-request (2026-07-28 and later) revisions the installed ``mcp`` SDK speaks."""
+    try:
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+    except ImportError:  # no SDK: mcp_servers says so
+        return ("2026-07-28",)
+    return tuple(MODERN_PROTOCOL_VERSIONS)
+
+
+def calls_as_task(server: ServerConfig, task_support: str) -> bool:
+    """Whether a tool of ``server`` whose ``execution.taskSupport`` is ``task_support`` is
+    called as a task (see ``ServerConfig.task_calls``)."""
+    if task_support == "required":
+        return True
+    if task_support != "optional":
+        return False
+    if server.task_calls == "optional":
+        return True
+    long = server.timeout is None or server.timeout > LONG_CALL_SECONDS
+    return server.task_calls == "auto" and long
 
 
 RESOURCE_ARGS = ("reads_arg", "writes_arg")

@@ -176,6 +176,12 @@ def describe_part(part: dict[str, Any]) -> str:
     return line
 
 
+ENVELOPE_META_KEYS = frozenset({"io.modelcontextprotocol/serverInfo"})
+"""``_meta`` keys of a result that belong to the protocol's envelope, not to the tool's answer:
+the server's name a 2026-07-28 server stamps on every result. They are left out of the value
+and of its metadata, and a ``_meta`` holding only them counts as none."""
+
+
 def _part(part: Any) -> dict[str, Any]:
     dumped: dict[str, Any] = part.model_dump(mode="json", by_alias=True, exclude_none=True)
     return dumped
@@ -190,11 +196,15 @@ def call_value(result: Any) -> tuple[Any, dict[str, Any] | None, bool]:
     texts_only = all(set(part) == {"type", "text"} and part["type"] == "text" for part in parts)
     plain_text = len(parts) == 1 and texts_only
     whole: dict[str, Any] | None = None
+    meta = {k: v for k, v in (result.meta or {}).items() if k not in ENVELOPE_META_KEYS}
     # the whole result travels in the metadata when the value leaves some of it out: content
     # parts beside structuredContent (other than its usual mirror in text parts), or _meta
-    if result.meta or (result.structured_content is not None and not texts_only):
+    if meta or (result.structured_content is not None and not texts_only):
         whole = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         whole.pop("resultType", None)
+        whole.pop("_meta", None)
+        if meta:
+            whole["_meta"] = meta
     metadata = {"mcp": whole} if whole is not None else None
     if result.is_error:
         return parts.model_text() or "the MCP tool reported an error", metadata, True
