@@ -71,6 +71,10 @@ class ServerConfig:
             ``required`` are called as tasks; ``"optional"``: those that allow it too.
         auth: For an HTTP server: an ``httpx2.Auth`` (the SDK's ``OAuthClientProvider``), or
             OAuth settings that build one (see ``toolnexus.tools.mcp.oauth_provider``).
+        prefix: Whether its tools (and, behind the gateway, its prompts) are named
+            ``<server>_<name>`` (default) or by their own names (``false``: for one server
+            whose names a client expects as they are; a clash with another tool still gets
+            a digest suffix, see ``McpTools``).
     """
 
     name: str
@@ -93,6 +97,7 @@ class ServerConfig:
     on_progress: Callable[..., Any] | None = field(default=None, compare=False)
     task_calls: str = "required"
     auth: Any = field(default=None, repr=False, compare=False)
+    prefix: bool = True
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -136,6 +141,7 @@ class _Entry(BaseModel):
     on_progress: Any = None
     task_calls: str = "required"
     auth: Any = None
+    prefix: bool = True
 
 
 MUST_BE = {
@@ -159,6 +165,7 @@ MUST_BE = {
     "on_progress": "an async callable (server, tool, progress, total, message) (Python only)",
     "task_calls": '"required" or "optional"',
     "auth": "OAuth settings (an object) or an httpx2.Auth (Python only)",
+    "prefix": "true or false (a JSON boolean: false names its tools without the server)",
 }
 """What each key must be, said in the error when it is not."""
 
@@ -250,6 +257,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 on_progress=entry.on_progress,
                 task_calls=entry.task_calls,
                 auth=entry.auth,
+                prefix=entry.prefix,
             )
         )
     return parsed
