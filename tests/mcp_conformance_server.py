@@ -128,7 +128,14 @@ TOOLS = [
     _tool(
         "record_write",
         "A write (no annotations) that records its enter/exit",
-        {"type": "object", "properties": {"tag": {"type": "string"}, "delay": {"type": "number"}}},
+        {
+            "type": "object",
+            "properties": {
+                "tag": {"type": "string"},
+                "delay": {"type": "number"},
+                "until": {"type": "string"},
+            },
+        },
     ),
 ]
 
@@ -191,6 +198,11 @@ async def _recorded(kind: str, args: dict[str, Any]) -> Any:
     tag = str(args.get("tag", "?"))
     _record(f"enter {kind} {tag}")
     await asyncio.sleep(float(args.get("delay", 0.2)))
+    until = args.get("until")  # a file to wait for (at most 60 s): the test says when to end
+    for _ in range(600 if until else 0):
+        if os.path.exists(str(until)):
+            break
+        await asyncio.sleep(0.1)
     _record(f"exit {kind} {tag}")
     return [_text(f"{kind} {tag}")]
 
