@@ -200,7 +200,7 @@ async def _recorded(kind: str, args: dict[str, Any]) -> Any:
     await asyncio.sleep(float(args.get("delay", 0.2)))
     until = args.get("until")  # a file to wait for (at most 60 s): the test says when to end
     for _ in range(600 if until else 0):
-        if os.path.exists(str(until)):
+        if await asyncio.to_thread(os.path.exists, str(until)):
             break
         await asyncio.sleep(0.1)
     _record(f"exit {kind} {tag}")
