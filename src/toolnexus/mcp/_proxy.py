@@ -32,10 +32,11 @@ from typing import Any
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools import Tool, ToolResult
-from toolnexus.tools._mcp import McpTools, calls_as_task, list_all
+from toolnexus.tools._mcp import McpTools, _parse_problem, calls_as_task, list_all
 from toolnexus.tools._mcp_content import call_value
 
 __all__ = ["PAGE_SIZE", "RAW_RESULT", "Upstreams"]
@@ -154,7 +155,13 @@ class Upstreams:
         remote, as_task = listed.name, calls_as_task(link.server, listed)
 
         async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
-            result = await link.call(remote, args, as_task=as_task, ctx=ctx)
+            try:
+                result = await link.call(remote, args, as_task=as_task, ctx=ctx)
+            except ValidationError as exc:  # one line, not pydantic's dump of what it sent
+                raise ConnectionError(
+                    f"MCP server {link.server.name!r} answered {remote} with a result that is "
+                    f"not valid MCP ({_parse_problem(exc)}); nothing of it was passed on"
+                ) from None
             value, _, failed = call_value(result)
             return ToolResult(output=value, is_error=failed, metadata={RAW_RESULT: result})
 
