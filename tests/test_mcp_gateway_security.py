@@ -279,7 +279,8 @@ async def test_audit_ids_are_unique_across_http_clients(
 
 
 def serve_fails(config: Path, *extra: str) -> str:
-    """Start the gateway, which must refuse to: its one line on stderr."""
+    """Start the gateway, which must refuse to: its one line on stderr, exit status 2 (a bad
+    config is the command line's error, as documented)."""
     done = subprocess.run(
         [sys.executable, *serve_command(config, *extra)],
         capture_output=True,
@@ -287,7 +288,7 @@ def serve_fails(config: Path, *extra: str) -> str:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
