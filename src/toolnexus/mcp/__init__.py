@@ -29,7 +29,6 @@ from toolnexus.tools.mcp import mcp_servers
 __all__ = [
     "Gateway",
     "GatewayMode",
-    "Upstreams",
     "gateway_options",
     "load_config",
     "run_gateway",
