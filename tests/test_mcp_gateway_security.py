@@ -528,3 +528,32 @@ async def test_a_content_part_that_is_not_valid_fails_the_direct_call_only(
     assert len(said.splitlines()) == 1 and "<script>" not in said
     assert all(part.type == "text" for part in bad.content)
     assert text_of(after) == "answer says ok"
+
+
+async def test_servers_without_the_prefix_whose_tool_names_clash_stay_reachable() -> None:
+    """``prefix: false`` names a server's tools by their own names; when two such servers
+    (or a prefixed server's ``<server>_<tool>``) give one name, every tool of the clash is
+    renamed with a digest and says which server and tool it is, and each still reaches its
+    own tool; ``"prefix": "false"`` (a string) is refused, named."""
+    servers = {
+        "one": hostile("answer", "only_one", prefix=False),
+        "two": hostile("answer", prefix=False),
+        "p": hostile("q"),
+        "p2": hostile("p_q", prefix=False),
+    }
+    async with mcp_servers({"mcpServers": servers}) as tools:
+        names = {t.name for t in tools}
+        answers = {
+            t.name: (await run_batch([ToolCall("c", t.name, {"kind": "ok"})], tools))[0].text
+            for t in tools
+        }
+        renamed = dict(tools.renamed)
+    assert "only_one" in names  # no clash: its own name, no server prefix
+    assert answers["only_one"] == "only_one says ok"
+    assert set(renamed.values()) == {
+        ("one", "answer"), ("two", "answer"), ("p", "q"), ("p2", "p_q")
+    }  # fmt: skip
+    for name, (_, remote) in renamed.items():
+        assert answers[name] == f"{remote} says ok"
+    with pytest.raises(ConfigurationError, match="prefix must be true or false"):
+        parse_config({"x": hostile(prefix="false")})
