@@ -409,16 +409,13 @@ class Upstreams:
                 await self._log(server, message.params)
             elif isinstance(message, types.ResourceUpdatedNotification):
                 for client in list(self.subscribers.get(message.params.uri, ())):
-                    with contextlib.suppress(Exception):
-                        await client.send_resource_updated(message.params.uri)
+                    await _told(client.send_resource_updated(message.params.uri))
             elif isinstance(message, types.ResourceListChangedNotification):
                 for client in self._clients():
-                    with contextlib.suppress(Exception):
-                        await client.send_resource_list_changed()
+                    await _told(client.send_resource_list_changed())
             elif isinstance(message, types.PromptListChangedNotification):
                 for client in self._clients():
-                    with contextlib.suppress(Exception):
-                        await client.send_prompt_list_changed()
+                    await _told(client.send_prompt_list_changed())
 
         return forward
 
@@ -433,16 +430,29 @@ class Upstreams:
                 connection = getattr(flight.session, "_connection", flight.session)
                 if _below(params.level, self.level.get(connection)):
                     continue
-                with contextlib.suppress(Exception):
-                    await flight.session.send_log_message(
+                await _told(
+                    flight.session.send_log_message(
                         params.level, params.data, name, related_request_id=flight.request_id
                     )
+                )
             return
         for client, wanted in list(self.level.items()):
             if _below(params.level, wanted):
                 continue
-            with contextlib.suppress(Exception):
-                await client.log(params.level, params.data, name)
+            await _told(client.log(params.level, params.data, name))
+
+
+SEND_SECONDS = 5.0
+"""How long passing one notification on to one client may take: the upstream's reader waits
+for it, so a client that does not read cannot hold that upstream's answers for long."""
+
+
+async def _told(send: Awaitable[Any]) -> None:
+    """Send one notification to one client: a client that is gone or too slow is skipped."""
+    try:
+        await asyncio.wait_for(send, SEND_SECONDS)
+    except Exception:
+        logger.debug("could not pass a notification on to a client", exc_info=True)
 
 
 def _connection(ctx: Any) -> Any:
