@@ -9,6 +9,7 @@ It offers the tools named on the command line (``answer`` when none). Calling an
 * ``ok``: a normal text result naming the tool;
 * ``deep``: JSON nested 1,000 deep; ``cut``: JSON cut off mid-way; ``surrogate``: a lone
   surrogate escape (``\\ud800``); ``bignum``: a 6,000-digit number;
+* ``badpart``: a content part of a type MCP does not have (``hologram``), beside a text part;
 * ``silent``: nothing at all, ever.
 """
 
@@ -46,6 +47,9 @@ def hostile(request_id: object, kind: str) -> str | None:
         return head + text + '"\\ud800"}]}}'
     if kind == "bignum":
         return head + '{"content": [], "x": 1' + "0" * 5999 + "}}"
+    if kind == "badpart":
+        parts = [{"type": "text", "text": "fine"}, {"type": "hologram", "data": "<script>"}]
+        return head + json.dumps({"content": parts}) + "}"
     return None
 
 

@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 import toolnexus
 from conftest import free_port, listening
@@ -278,7 +279,8 @@ async def test_audit_ids_are_unique_across_http_clients(
 
 
 def serve_fails(config: Path, *extra: str) -> str:
-    """Start the gateway, which must refuse to: its one line on stderr."""
+    """Start the gateway, which must refuse to: its one line on stderr, exit status 2 (a bad
+    config is the command line's error, as documented)."""
     done = subprocess.run(
         [sys.executable, *serve_command(config, *extra)],
         capture_output=True,
@@ -286,7 +288,7 @@ def serve_fails(config: Path, *extra: str) -> str:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
@@ -412,3 +414,146 @@ outcome
     assert "could not be read" in text_of(direct)
     assert "could not be read" in ran.structured_content["result"]
     assert text_of(after) == "answer says ok"
+
+
+# -- the gateway as a proxy: what upstreams list and send ------------------------------------
+
+FIXTURE = str(HERE / "mcp_conformance_server.py")
+
+
+def config_refused(config: Path) -> str:
+    """Start the gateway, which must refuse its config: exit 2, one line on stderr."""
+    done = subprocess.run(
+        [sys.executable, *serve_command(config)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def fixture_servers() -> Iterator[Any]:
+    """Start conformance fixture servers (``tests/mcp_conformance_server.py``) on demand:
+    ``start(*options)`` is the URL of a new one; all are stopped after the test."""
+    started: list[Any] = []
+
+    def start(*options: str) -> str:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, FIXTURE, str(port), *options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(process)
+        assert listening(port, process, seconds=60), "the fixture server did not start"
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_resource_uri_claimed_by_two_upstreams_stops_the_gateway_naming_both(
+    fixture_servers: Any, tmp_path: Path
+) -> None:
+    """Two servers listing one URI: a read could go to either, so the gateway refuses to
+    start, in one line naming both servers and the URI."""
+    servers = {"alpha": {"url": fixture_servers()}, "beta": {"url": fixture_servers()}}
+    line = config_refused(write_config(tmp_path, servers))
+    assert "'alpha'" in line and "'beta'" in line and "test://static-text" in line, line
+
+
+def test_a_prompt_name_taken_by_two_upstreams_stops_the_gateway_naming_both(
+    fixture_servers: Any, tmp_path: Path
+) -> None:
+    """Two servers without the prefix whose prompts share a name: refused, naming both."""
+    servers = {
+        "alpha": {"url": fixture_servers("--no-resources"), "prefix": False},
+        "beta": {"url": fixture_servers("--no-resources"), "prefix": False},
+    }
+    line = config_refused(write_config(tmp_path, servers))
+    assert "'alpha'" in line and "'beta'" in line and "test_simple_prompt" in line, line
+
+
+async def test_an_upstream_whose_resources_page_forever_is_left_out_of_them(
+    fixture_servers: Any, tmp_path: Path
+) -> None:
+    """A resources/list that never ends (a new cursor every page) is cut at the client's page
+    bound: that server's resources are left out (its tools still serve), another server's
+    resources are all there, and a read of a URI only it would serve is a clear error."""
+    servers = {
+        "endless": {"url": fixture_servers("--endless")},
+        "fine": {"url": fixture_servers("--no-resources")},
+    }
+    config = write_config(tmp_path, servers, mode="both")
+    async with gateway(config) as session:
+        listed = await asyncio.wait_for(session.list_resources(), 60)
+        assert listed.resources == []  # "endless" left out, "fine" has none
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert "endless_test_simple_text" in tools
+        answer = await session.call_tool("endless_test_simple_text", {})
+        assert text_of(answer) == "This is a simple text response for testing."
+
+
+async def test_an_enormous_listing_is_served_in_pages(fixture_servers: Any, tmp_path: Path) -> None:
+    """3,000 resources: the gateway answers a page at a time, never one huge message, and
+    refuses cursors it did not issue (-32602), forged or out of range."""
+    config = write_config(tmp_path, {"big": {"url": fixture_servers("--many", "3000")}})
+    async with gateway(config) as session:
+        first = await asyncio.wait_for(session.list_resources(), 60)
+        assert len(first.resources) == 100 and first.next_cursor
+        for forged in ("page:999999", "page:-1", "../../etc", "page:1e9", ""):
+            with pytest.raises(MCPError) as refused:
+                await session.list_resources(params=types.PaginatedRequestParams(cursor=forged))
+            assert refused.value.error.code == types.INVALID_PARAMS
+
+
+async def test_a_content_part_that_is_not_valid_fails_the_direct_call_only(
+    tmp_path: Path,
+) -> None:
+    """An upstream answer with a part of no MCP type (``hologram``) cannot be passed through:
+    the direct call fails as data (named, no traceback), and the next call works."""
+    config = write_config(tmp_path, {"h": hostile(timeout=50)}, mode="both")
+    async with gateway(config) as session:
+        bad = await asyncio.wait_for(session.call_tool("h_answer", {"kind": "badpart"}), 30)
+        after = await session.call_tool("h_answer", {"kind": "ok"})
+    said = text_of(bad)
+    assert bad.is_error and "'h'" in said and "not valid MCP" in said, said
+    assert len(said.splitlines()) == 1 and "<script>" not in said
+    assert all(part.type == "text" for part in bad.content)
+    assert text_of(after) == "answer says ok"
+
+
+async def test_servers_without_the_prefix_whose_tool_names_clash_stay_reachable() -> None:
+    """``prefix: false`` names a server's tools by their own names; when two such servers
+    (or a prefixed server's ``<server>_<tool>``) give one name, every tool of the clash is
+    renamed with a digest and says which server and tool it is, and each still reaches its
+    own tool; ``"prefix": "false"`` (a string) is refused, named."""
+    servers = {
+        "one": hostile("answer", "only_one", prefix=False),
+        "two": hostile("answer", prefix=False),
+        "p": hostile("q"),
+        "p2": hostile("p_q", prefix=False),
+    }
+    async with mcp_servers({"mcpServers": servers}) as tools:
+        names = {t.name for t in tools}
+        answers = {
+            t.name: (await run_batch([ToolCall("c", t.name, {"kind": "ok"})], tools))[0].text
+            for t in tools
+        }
+        renamed = dict(tools.renamed)
+    assert "only_one" in names  # no clash: its own name, no server prefix
+    assert answers["only_one"] == "only_one says ok"
+    assert set(renamed.values()) == {
+        ("one", "answer"), ("two", "answer"), ("p", "q"), ("p2", "p_q")
+    }  # fmt: skip
+    for name, (_, remote) in renamed.items():
+        assert answers[name] == f"{remote} says ok"
+    with pytest.raises(ConfigurationError, match="prefix must be true or false"):
+        parse_config({"x": hostile(prefix="false")})

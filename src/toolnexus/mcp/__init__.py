@@ -22,6 +22,7 @@ except ImportError as exc:
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import gateway_options, load_config
 from toolnexus.mcp._gateway import RESERVED_NAMES, Gateway, GatewayMode
+from toolnexus.mcp._proxy import Upstreams
 from toolnexus.tools import Tool
 from toolnexus.tools.mcp import mcp_servers
 
@@ -98,7 +99,11 @@ async def serve_config(
     upstream = {"mcpServers": config.get("mcpServers", {})}
     reserved = {*RESERVED_NAMES, *(t.name for t in extra_tools)}
     async with mcp_servers(upstream, reserved=reserved) as tools:
-        gateway = Gateway([*tools, *extra_tools], failures=dict(tools.failures), **options)
+        upstreams = Upstreams(tools)
+        await upstreams.index()  # two servers claiming one resource URI stop it here
+        gateway = Gateway(
+            [*tools, *extra_tools], failures=dict(tools.failures), upstreams=upstreams, **options
+        )
 
         async def changed(current: Sequence[Tool]) -> None:
             await gateway.update([*current, *extra_tools])

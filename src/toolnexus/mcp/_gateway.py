@@ -10,6 +10,7 @@ the program, and every sub-call is in the audit log.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -43,6 +44,8 @@ from toolnexus.codemode import (
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import BUDGET_KEYS
+from toolnexus.mcp._lane import SessionLanes
+from toolnexus.mcp._proxy import RAW_RESULT, Upstreams
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
@@ -62,6 +65,45 @@ RUN_CODE_SCHEMA: dict[str, Any] = {
     },
     "required": ["code"],
 }
+
+_LOGS: dict[str, Any] = {
+    "type": "array",
+    "description": "What the program printed: a string per stdout line, {stderr} per stderr line",
+    "items": {"anyOf": [{"type": "string"}, {"type": "object"}]},
+}
+RUN_CODE_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "{result, logs} when the program finished, {error, logs, calls} when not",
+    "anyOf": [
+        {
+            "properties": {"result": {"description": "The program's last value"}, "logs": _LOGS},
+            "required": ["result", "logs"],
+        },
+        {
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {"kind": {"type": "string"}, "message": {"type": "string"}},
+                    "required": ["kind", "message"],
+                },
+                "logs": _LOGS,
+                "calls": {"type": "array", "items": {"type": "object"}},
+            },
+            "required": ["error", "logs"],
+        },
+    ],
+}
+"""What ``run_code`` answers, as its ``structuredContent`` (every answer, failures included)."""
+
+RUN_CODE_TOOL = Tool(
+    RUN_CODE_NAME,
+    "A program (its class in the lane: no hints, so it runs alone)",
+    RUN_CODE_SCHEMA,
+    execute=lambda args: None,
+    source="codemode",
+)
+"""``run_code`` as the client session's lane classifies it: as in-process, a tool without
+hints (unsafe: it waits for the calls before it and runs alone)."""
 
 RESERVED_NAMES = frozenset({RUN_CODE_NAME, TOOL_SEARCH})
 """The gateway's own tools: no tool behind it may take these names."""
@@ -110,6 +152,9 @@ class Gateway:
             ``describe_tool``, may call any tool, and the type checker still knows them all.
         always_loaded: Tool names declared in full beside the index.
         name: The server's name, as MCP clients show it.
+        upstreams: The MCP servers behind the gateway as a proxy (`Upstreams`): their tools
+            are listed and answered verbatim, and their resources, prompts, completion and
+            logging are served (see ``toolnexus.mcp._proxy``).
 
     Raises:
         ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``; an
@@ -134,6 +179,7 @@ class Gateway:
         sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
         always_loaded: Sequence[str] = (),
         name: str = "toolnexus",
+        upstreams: Upstreams | None = None,
     ) -> None:
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
@@ -155,6 +201,8 @@ class Gateway:
         self._sdk_threshold = check_threshold(sdk_threshold)
         self._always_loaded = check_always_loaded(always_loaded)
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()  # connections, see _remember
+        self.upstreams = upstreams
+        self.lanes = SessionLanes(self.max_parallel)  # one per client session (`_lane`)
         self._offer(tools)
         self.server: Server[Any] = Server(
             name,
@@ -162,6 +210,8 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        if upstreams is not None:
+            upstreams.install(self.server, lambda: list(self._clients))
 
     def _offer(self, tools: Sequence[Tool]) -> None:
         """Take ``tools`` as the gateway's tools, and render the description they give.
@@ -215,7 +265,10 @@ class Gateway:
         self._remember(ctx.session)
         offered = [
             types.Tool(
-                name=RUN_CODE_NAME, description=self.description, input_schema=RUN_CODE_SCHEMA
+                name=RUN_CODE_NAME,
+                description=self.description,
+                input_schema=RUN_CODE_SCHEMA,
+                output_schema=RUN_CODE_OUTPUT_SCHEMA,
             )
         ]
         if self.tiered:
@@ -229,27 +282,37 @@ class Gateway:
                 )
             )
         if self.mode == "both":
-            offered += [_listed(t) for t in self.granted]
+            offered += [self._listing(t) for t in self.granted]
         return types.ListToolsResult(tools=offered)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         self._remember(ctx.session)
         arguments = dict(params.arguments or {})
+        lane = _client_session(ctx)
         if params.name == RUN_CODE_NAME:
-            return await self._run_code(ctx, arguments)
+            return await self.lanes.run(
+                lane, RUN_CODE_TOOL, arguments, lambda: self._run_code(ctx, arguments)
+            )
         if params.name == TOOL_SEARCH and self.tiered:
             return self._search(arguments)
         tool = next((t for t in self.granted if t.name == params.name), None)
         if self.mode != "both" or tool is None:
             return _failed(f"unknown tool {params.name!r}; this server offers {RUN_CODE_NAME}")
-        return await self._direct(ctx, tool, arguments)
+        return await self.lanes.run(
+            lane, tool, arguments, lambda: self._direct(ctx, tool, arguments)
+        )
+
+    def _listing(self, tool: Tool) -> types.Tool:
+        """A tool as the client sees it listed: an upstream's as its server listed it."""
+        listed = self.upstreams.listing(tool) if self.upstreams is not None else None
+        return listed if listed is not None else _listed(tool)
 
     # -- run_code --------------------------------------------------------------------------------
 
     async def _run_code(self, ctx: Any, arguments: dict[str, Any]) -> types.CallToolResult:
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
-            return _failed("run_code needs the program as a non-empty string in 'code'")
+            return _program_failed("run_code needs the program as a non-empty string in 'code'")
         call_id = self._audit_id()
         progress = _Progress(ctx.session, self.flush_audit)
         try:
@@ -311,8 +374,15 @@ class Gateway:
             session=self.session,
             call_id=call_id,
         )
+        called = tool if self.upstreams is None else self.upstreams.verbatim(tool)
+        flight = (
+            self.upstreams.in_flight(tool, ctx.session, getattr(ctx, "request_id", None))
+            if self.upstreams is not None
+            else contextlib.nullcontext()
+        )
         try:
-            outcome = await direct_dispatch(tool, arguments, run_ctx)
+            with flight:
+                outcome = await direct_dispatch(called, arguments, run_ctx)
         except BaseException:  # the client cancelled (or the server is going down)
             self.session.log_event("tool_call_cancelled", {"id": call_id})
             self.flush_audit()
@@ -327,6 +397,9 @@ class Gateway:
             },
         )
         self.flush_audit()
+        raw = (outcome.metadata or {}).get(RAW_RESULT)
+        if isinstance(raw, types.CallToolResult):
+            return raw  # the upstream's answer, verbatim
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)], is_error=not outcome.ok
         )
@@ -500,6 +573,21 @@ def _listed(tool: Tool) -> types.Tool:
         description=tool.description,
         input_schema=tool.input_schema,
         annotations=annotations,
+    )
+
+
+def _client_session(ctx: Any) -> Any:
+    """What one client session's lane is keyed on: its connection (see `_remember`)."""
+    return getattr(ctx.session, "_connection", None) or ctx.session
+
+
+def _program_failed(message: str) -> types.CallToolResult:
+    """A ``run_code`` call refused before anything ran, in `RUN_CODE_OUTPUT_SCHEMA`'s shape."""
+    output = {"error": {"kind": "invalid_arguments", "message": message}, "logs": [], "calls": []}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(output))],
+        structured_content=output,
+        is_error=True,
     )
 
 

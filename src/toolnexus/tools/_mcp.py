@@ -37,7 +37,16 @@ from toolnexus.tools._mcp_tasks import call_as_task
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
-__all__ = ["MAX_LIST_PAGES", "McpTools", "ServerConfig", "list_all", "mcp_servers", "parse_config"]
+__all__ = [
+    "MAX_LIST_PAGES",
+    "McpTools",
+    "ServerConfig",
+    "calls_as_task",
+    "list_all",
+    "mcp_servers",
+    "parse_config",
+    "task_support",
+]
 
 logger = logging.getLogger("toolnexus.mcp")
 
@@ -100,6 +109,9 @@ class McpTools(list[Tool]):
         self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
         self._listed: dict[str, tuple[_Link, list[Any]]] = {}
+        self.origins: dict[str, tuple[_Link, Any]] = {}
+        """Each tool's name -> its server's link and the tool as the server listed it (the
+        gateway passes the listing and the results through verbatim from these)."""
 
     def on_change(self, listener: ToolsChanged) -> None:
         """Call ``await listener(tools)`` each time a server's tool list changed."""
@@ -136,12 +148,18 @@ class McpTools(list[Tool]):
             for server, (_, listed) in self._listed.items()
             for tool in _distinct(listed)
         ]
-        names = unique_names(pairs, self._reserved)
-        self.renamed = {names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair)}
-        self[:] = [
-            _wrap(link.server, link, tool, names[(server, tool.name)])
+        bare = {server for server, (link, _) in self._listed.items() if not link.server.prefix}
+        names = unique_names(pairs, self._reserved, bare=bare)
+        self.renamed = {
+            names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair, bare=bare)
+        }
+        self.origins = {
+            names[(server, tool.name)]: (link, tool)
             for server, (link, listed) in self._listed.items()
             for tool in _distinct(listed)
+        }
+        self[:] = [
+            _wrap(link.server, link, tool, name) for name, (link, tool) in self.origins.items()
         ]
 
 
@@ -156,13 +174,18 @@ def _distinct(listed: list[Any]) -> list[Any]:
     return kept
 
 
-def tool_name(server: str, name: str) -> str:
-    """``<server>_<tool>``, with characters providers refuse replaced, at most 64 long."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}_{name}")[:MAX_NAME]
+def tool_name(server: str, name: str, *, bare: Collection[str] = ()) -> str:
+    """``<server>_<tool>`` (``<tool>`` for a server in ``bare``: its ``prefix`` is false),
+    with characters providers refuse replaced, at most 64 long."""
+    full = name if server in bare else f"{server}_{name}"
+    return re.sub(r"[^A-Za-z0-9_-]", "_", full)[:MAX_NAME]
 
 
 def unique_names(
-    pairs: Sequence[tuple[str, str]], reserved: Collection[str] = ()
+    pairs: Sequence[tuple[str, str]],
+    reserved: Collection[str] = (),
+    *,
+    bare: Collection[str] = (),
 ) -> dict[tuple[str, str], str]:
     """A unique, deterministic tool name for each ``(server, tool)``.
 
@@ -177,7 +200,7 @@ def unique_names(
         ConfigurationError: names still clash after four rounds of longer digests (only a
             server choosing names to collide with the digests could do this), naming them.
     """
-    names = {pair: tool_name(*pair) for pair in pairs}
+    names = {pair: tool_name(*pair, bare=bare) for pair in pairs}
     for digits in (6, 12, 24, 48):
         taken = Counter([*names.values(), *set(reserved)])
         clashing = [pair for pair in pairs if taken[names[pair]] > 1]
@@ -185,7 +208,7 @@ def unique_names(
             return names
         for pair in clashing:
             digest = hashlib.sha256("\0".join(pair).encode()).hexdigest()[:digits]
-            names[pair] = f"{tool_name(*pair)[: MAX_NAME - digits - 1]}_{digest}"
+            names[pair] = f"{tool_name(*pair, bare=bare)[: MAX_NAME - digits - 1]}_{digest}"
     taken = Counter([*names.values(), *set(reserved)])
     left = sorted(f"{s}/{t}" for (s, t), name in names.items() if taken[name] > 1)
     raise ConfigurationError(
@@ -230,7 +253,7 @@ def _output_schema(schema: Any) -> dict[str, Any] | None:
     return dict(schema)
 
 
-def _task_support(tool: Any) -> str:
+def task_support(tool: Any) -> str:
     execution = getattr(tool, "execution", None)
     return getattr(execution, "task_support", None) or "forbidden"
 
@@ -271,13 +294,14 @@ async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
 def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
     remote = tool.name
     description = tool.description or tool.title or ""
-    if name != tool_name(server.name, remote):
+    usual = tool_name(server.name, remote, bare=() if server.prefix else (server.name,))
+    if name != usual:
         description = (
             f"(The tool {remote!r} of MCP server {server.name!r}; named {name} because "
-            f"another tool has the name {tool_name(server.name, remote)}.) {description}"
+            f"another tool has the name {usual}.) {description}"
         ).strip()
 
-    as_task = calls_as_task(server, _task_support(tool))
+    as_task = calls_as_task(server, task_support(tool))
 
     async def execute(args: dict[str, Any], ctx: Any = None) -> Any:
         return _result(await link.call(remote, args, as_task=as_task, ctx=ctx))
@@ -417,6 +441,9 @@ class _Link:
         self.session: Any = None
         self.protocol: str | None = None  # the negotiated revision, once connected
         self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        # every other notification of the server (log messages, resource updates), for the
+        # gateway to pass on; called in the session's reader, so it must not wait long
+        self.on_notification: Callable[[Any], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self.gone: str | None = None  # why the connection ended, once it has
         self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
@@ -598,6 +625,13 @@ class _Link:
             task = asyncio.ensure_future(self.on_tools_changed())
             self._relisting.add(task)
             task.add_done_callback(self._relisting.discard)
+        elif self.on_notification is not None and not isinstance(message, Exception):
+            try:
+                await self.on_notification(message)
+            except Exception:
+                logger.exception(
+                    "passing on a notification of MCP server %r failed", self.server.name
+                )
 
     def _announces_changes(self) -> bool:
         """Whether the server is on a per-request revision (2026-07-28) and says its tool list

@@ -88,6 +88,10 @@ class ServerConfig:
             or a failed connection).
         auth: For an HTTP server: an ``httpx2.Auth`` (the SDK's ``OAuthClientProvider``), or
             OAuth settings that build one (see ``toolnexus.tools.mcp.oauth_provider``).
+        prefix: Whether its tools (and, behind the gateway, its prompts) are named
+            ``<server>_<name>`` (default) or by their own names (``false``: for one server
+            whose names a client expects as they are; a clash with another tool still gets
+            a digest suffix, see ``McpTools``).
     """
 
     name: str
@@ -111,6 +115,7 @@ class ServerConfig:
     task_calls: str = "auto"
     auth: Any = field(default=None, repr=False, compare=False)
     protocol: str = "auto"
+    prefix: bool = True
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -155,6 +160,7 @@ class _Entry(BaseModel):
     task_calls: str = "auto"
     auth: Any = None
     protocol: str = "auto"
+    prefix: bool = True
 
 
 MUST_BE = {
@@ -179,6 +185,7 @@ MUST_BE = {
     "task_calls": '"auto", "required" or "optional"',
     "protocol": '"auto", "legacy" or a modern revision ("2026-07-28")',
     "auth": "OAuth settings (an object) or an httpx2.Auth (Python only)",
+    "prefix": "true or false (a JSON boolean: false names its tools without the server)",
 }
 """What each key must be, said in the error when it is not."""
 
@@ -271,6 +278,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 task_calls=entry.task_calls,
                 auth=entry.auth,
                 protocol=entry.protocol,
+                prefix=entry.prefix,
             )
         )
     return parsed
