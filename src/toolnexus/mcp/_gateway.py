@@ -43,6 +43,7 @@ from toolnexus.codemode import (
 from toolnexus.codemode.runtimes import CodeRuntime, MontyRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import BUDGET_KEYS
+from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
@@ -162,6 +163,7 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        self.tasks = TaskSupport(self)  # tools/call as MCP tasks, tasks/* (see _tasks.py)
 
     def _offer(self, tools: Sequence[Tool]) -> None:
         """Take ``tools`` as the gateway's tools, and render the description they give.
