@@ -148,8 +148,8 @@ class TaskBackend(Protocol):
     """Where durable tasks live (`toolnexus.mcp._durable.DurableTasks`); the in-memory store
     below holds every other task."""
 
-    def takes(self, name: str) -> bool:
-        """Whether a call of tool ``name`` becomes a durable task."""
+    def takes(self, params: types.CallToolRequestParams) -> bool:
+        """Whether the call ``params`` becomes a durable task."""
         ...
 
     async def create(
@@ -321,7 +321,7 @@ class TaskSupport:
                 INVALID_PARAMS,
                 f"this client holds {live} tasks already; fetch or cancel some first",
             )
-        if self.durable is not None and self.durable.takes(params.name):
+        if self.durable is not None and self.durable.takes(params):
             return await self.durable.create(owner, params, ttl_ms)
         now = time.time()
         state = TaskState(secrets.token_urlsafe(32), "working", now, now, ttl_ms, "started")
