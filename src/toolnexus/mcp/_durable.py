@@ -110,7 +110,7 @@ class DurableTasks:
             "code_run",
             {
                 "id": call_id,
-                "code": arguments["code"],
+                "language": self.gateway.runtime.language,
                 "description": description if isinstance(description, str) else "a program",
                 "task": wid,
                 "durable": True,
