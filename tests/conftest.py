@@ -37,6 +37,7 @@ SLOW_FILES = frozenset(
         "test_codemode_runtimes.py",  # every behaviour in both runtimes (a Deno per test)
         "test_mcp_gateway_security.py",  # gateway and upstream servers in subprocesses
         "test_mcp_gateway.py",
+        "test_mcp_gateway_tasks.py",  # gateways killed and restarted, a Temporal server
         "test_client_security.py",  # hostile endpoints, each until a limit ends it
         "test_builtins_security.py",  # real shells, process trees, timeouts
         "test_cli_first_hour.py",  # the command in subprocesses, Ctrl-C, time limits

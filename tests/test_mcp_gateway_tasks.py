@@ -227,6 +227,7 @@ async def worker_identities(address: str, task_id: str) -> dict[str, int]:
     return by_worker
 
 
+@pytest.mark.timeout(400)  # gateways started and killed, lost workers noticed by heartbeat
 async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     tmp_path: Path, temporal_address: str, durable_upstream: tuple[int, Path]
 ) -> None:
