@@ -66,7 +66,11 @@ class Wire:
         self.initialized: dict[str, Any] = {}
 
     async def open(self) -> Wire:
-        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "wire", "version": "1"}}
+        params = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "wire", "version": "1"},
+        }
         self.initialized = (await self.rpc("initialize", params))["result"]
         await self.http.post(
             self.url,

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from mcp import types
 from mcp.client.extension import ClaimContext
-from task_clients import TASKS, CreatedTask, Polling, http_gateway, modern_session, wire
 
 from conftest import free_port, listening
+from task_clients import TASKS, CreatedTask, Polling, http_gateway, modern_session, wire
 
 HERE = Path(__file__).parent
 UPSTREAM = str(HERE / "mcp_server.py")
@@ -108,7 +108,11 @@ async def test_a_program_task_on_2025_11_25_from_call_to_result(
     assert result["structuredContent"]["result"]["peak"] == 4  # the rule, as a plain call
     events = audit_events(audit)
     [run] = [e for e in events if e["type"] == "code_run" and e["data"]["description"] == marker]
-    sub_calls = [e for e in events if e["type"] == "tool_call" and e["data"]["id"].startswith(run["data"]["id"] + ":")]
+    sub_calls = [
+        e
+        for e in events
+        if e["type"] == "tool_call" and e["data"]["id"].startswith(run["data"]["id"] + ":")
+    ]
     assert len(sub_calls) == 6  # audited once, as a plain call is: the run and each sub-call
 
 
@@ -118,7 +122,9 @@ async def test_a_program_task_with_the_python_sdk_on_2026_07_28(gateway: tuple[s
     async with modern_session(url, polling) as session:
         created = await session.call_tool("run_code", {"code": FAN_OUT}, allow_claimed=True)
         assert isinstance(created, CreatedTask)  # the SDK parsed resultType "task" by the claim
-        result = await polling.resolve(created, ClaimContext(session=session, tool_name="run_code", read_timeout_seconds=None))
+        result = await polling.resolve(
+            created, ClaimContext(session=session, tool_name="run_code", read_timeout_seconds=None)
+        )
     assert isinstance(result, types.CallToolResult) and not result.is_error
     assert result.structured_content is not None
     assert result.structured_content["result"]["peak"] == 4
@@ -146,7 +152,9 @@ async def test_a_working_task_is_cancelled(gateway: tuple[str, Path]) -> None:
     async with wire(url) as client:
         task = await client.call_as_task("run_code", {"code": program})
         deadline = time.monotonic() + 20
-        while "calls done" not in ((await client.task("get", task["taskId"]))["result"].get("statusMessage") or ""):
+        while "calls done" not in (
+            (await client.task("get", task["taskId"]))["result"].get("statusMessage") or ""
+        ):
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         cancelled = (await client.task("cancel", task["taskId"]))["result"]
@@ -266,6 +274,7 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
             found = (await client.task("get", task_id))["result"]
             result = (await client.task("result", task_id))["result"]
             again = (await client.task("result", task_id))["result"]
+            forged = await client.task("get", ("y" if task_id[0] != "y" else "z") + task_id[1:])
         figures["restart to result s"] = round(time.time() - restarted, 2)
     output = result["structuredContent"]
     done = effects_of(effects)
@@ -296,6 +305,7 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     assert output["result"]["wrote"] == "wrote w1"
     assert output["result"]["second"] == [f"read b{i}" for i in range(6)]
     assert result == again  # never produced twice
+    assert forged["error"]["code"] == -32602  # a forged id names no workflow
     assert [w["event"] for w in writes] == ["start", "end"]  # the write ran once
     assert writes[0]["active"] == 1  # ... alone: nothing else was running upstream
     during = [e for e in done if writes[0]["t"] < e["t"] < writes[1]["t"] and e["tool"] != "write"]

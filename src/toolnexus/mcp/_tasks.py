@@ -90,6 +90,11 @@ POLL_INTERVAL_MS = 500
 MAX_TASKS_PER_OWNER = 1_000
 """The most live tasks one owner may hold; one more is refused (-32602), not queued."""
 
+MAX_WAITERS = 16
+"""The most ``tasks/result`` requests that may wait on one task at once; one more is answered
+at once with an error saying to poll ``tasks/get`` (a client polling ``tasks/result`` in a
+tight loop cannot pile up open streams)."""
+
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
@@ -235,6 +240,7 @@ class TaskSupport:
         self.durable: TaskBackend | None = None
         self._tasks: dict[str, _Local] = {}
         self._connections: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._waiting: dict[str, int] = {}  # task id -> tasks/result requests waiting on it
         server = gateway.server
         server.extensions[TASKS_EXTENSION] = {}
         server.middleware.append(self._middleware)
@@ -411,14 +417,8 @@ class TaskSupport:
         """Wait for the task to end; its ``CallToolResult``, or its error."""
         _check_modern(ctx)
         state = await self._find(ctx, params.task_id)
-        local = self._local(ctx, params.task_id)
-        if local is not None:
-            await local.done.wait()
-        elif self.durable is not None and state.status not in TERMINAL:
-            waited = await self.durable.wait(self.owner(ctx), params.task_id)
-            if waited is None:
-                raise _not_found()
-            state = waited
+        if state.status not in TERMINAL:
+            state = await self._wait(ctx, params.task_id)
         related = {RELATED_TASK: {"taskId": state.task_id}}
         if state.status == "completed" and state.result is not None:
             result = _sieved(state.result, ctx.protocol_version)
@@ -432,6 +432,36 @@ class TaskSupport:
                 related,
             )
         raise MCPError(TASK_CANCELLED, "the task was cancelled before it finished", related)
+
+    async def _wait(self, ctx: Any, task_id: str) -> TaskState:
+        """The task's state once it ended, waited for by at most `MAX_WAITERS` requests.
+
+        Raises:
+            MCPError: too many requests wait on it already, or it is gone meanwhile.
+        """
+        waiting = self._waiting.get(task_id, 0)
+        if waiting >= MAX_WAITERS:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"{waiting} tasks/result requests wait on this task already; poll tasks/get "
+                f"every {POLL_INTERVAL_MS} ms instead",
+            )
+        self._waiting[task_id] = waiting + 1
+        try:
+            local = self._local(ctx, task_id)
+            if local is not None:
+                await local.done.wait()
+                return local.state
+            waited = None
+            if self.durable is not None:
+                waited = await self.durable.wait(self.owner(ctx), task_id)
+            if waited is None:
+                raise _not_found()
+            return waited
+        finally:
+            self._waiting[task_id] -= 1
+            if not self._waiting[task_id]:
+                del self._waiting[task_id]
 
     async def _list(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
         """The caller's tasks, newest first (2025-11-25; one page)."""
