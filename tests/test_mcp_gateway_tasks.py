@@ -23,6 +23,7 @@ from mcp import types
 from mcp.client.extension import ClaimContext
 
 from conftest import free_port, listening
+from npm_tools import install, node, package
 from task_clients import TASKS, CreatedTask, Polling, http_gateway, modern_session, wire
 
 HERE = Path(__file__).parent
@@ -162,6 +163,41 @@ async def test_a_working_task_is_cancelled(gateway: tuple[str, Path]) -> None:
     assert cancelled["status"] == "cancelled"
     assert result["error"]["code"] == -32000
     assert any(e["type"] == "code_run_cancelled" for e in audit_events(audit))
+
+
+async def test_the_typescript_sdk_client_runs_tasks_on_2025_11_25(
+    gateway: tuple[str, Path],
+) -> None:
+    """The official TypeScript SDK (its experimental tasks client, in the npm cache) streams a
+    run_code task to its result, gets and lists it, is refused the cancel of the finished
+    task, and cancels a working one."""
+    folder, why = install()
+    if why is not None:
+        pytest.skip(f"the npm packages could not be installed: {why}")
+    sdk = package(folder, "@modelcontextprotocol/sdk")
+    url, _ = gateway
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(node(folder)), str(HERE / "mcp_ts_tasks.mjs"), str(sdk), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    print("TypeScript client:", json.dumps(out["stream"]))
+    assert out["protocol"] == "2025-11-25"
+    assert out["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
+    assert out["taskSupport"]["run_code"] == "optional"
+    kinds = [m["type"] for m in out["stream"]]
+    assert kinds[0] == "taskCreated" and kinds[-1] == "result" and "taskStatus" in kinds
+    assert out["stream"][-1]["structuredContent"]["result"] == [f"value of t{i}" for i in range(4)]
+    task_id = out["stream"][0]["taskId"]
+    assert out["got"]["taskId"] == task_id and out["got"]["status"] == "completed"
+    assert task_id in out["listed"]
+    assert out["cancelFinished"]["code"] == -32602
+    assert out["cancelled"] == "cancelled" and out["afterCancel"] == "cancelled"
 
 
 # -- durable tasks -------------------------------------------------------------------------------
