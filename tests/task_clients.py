@@ -65,10 +65,10 @@ class Wire:
         self.session_id: str | None = None
         self.initialized: dict[str, Any] = {}
 
-    async def open(self) -> Wire:
+    async def open(self, capabilities: dict[str, Any] | None = None) -> Wire:
         params = {
             "protocolVersion": "2025-11-25",
-            "capabilities": {},
+            "capabilities": capabilities or {},
             "clientInfo": {"name": "wire", "version": "1"},
         }
         self.initialized = (await self.rpc("initialize", params))["result"]
@@ -110,6 +110,29 @@ class Wire:
         answer: dict[str, Any] = answers[-1]
         return answer
 
+    async def rpc_answering(
+        self, method: str, params: dict[str, Any], answer: Any
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One request whose SSE stream may carry the server's own requests (an approval's
+        ``elicitation/create``): each is answered with ``answer(request)`` as it arrives.
+        Returns the response and the server's requests seen."""
+        self.ids += 1
+        number = self.ids
+        body = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        asked: list[dict[str, Any]] = []
+        async with self.http.stream("POST", self.url, headers=self._headers(), json=body) as got:
+            async for line in got.aiter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                message = json.loads(line[5:])
+                if "method" in message and "id" in message:  # the server asks
+                    asked.append(message)
+                    reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer(message)}
+                    await self.http.post(self.url, headers=self._headers(), json=reply)
+                elif message.get("id") == number:
+                    return message, asked
+        raise AssertionError(f"no answer to {method}")
+
     async def call_as_task(self, name: str, arguments: dict[str, Any], ttl: Any = 60_000) -> Any:
         """``tools/call`` augmented with a task: the ``CreateTaskResult``'s task."""
         params = {"name": name, "arguments": arguments, "task": {"ttl": ttl}}
@@ -122,8 +145,10 @@ class Wire:
 
 
 @asynccontextmanager
-async def wire(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Wire]:
-    client = await Wire(url, headers).open()
+async def wire(
+    url: str, headers: dict[str, str] | None = None, capabilities: dict[str, Any] | None = None
+) -> AsyncIterator[Wire]:
+    client = await Wire(url, headers).open(capabilities)
     try:
         yield client
     finally:

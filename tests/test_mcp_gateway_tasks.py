@@ -25,6 +25,7 @@ from mcp.client.extension import ClaimContext
 from conftest import free_port, listening
 from npm_tools import install, node, package
 from task_clients import TASKS, CreatedTask, Polling, http_gateway, modern_session, wire
+from task_clients import serve_command as task_serve_command
 
 HERE = Path(__file__).parent
 UPSTREAM = str(HERE / "mcp_server.py")
@@ -49,7 +50,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         json.dumps(
             {
                 "mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}},
-                "toolnexus": {"max_parallel": 4, "mode": "both", "audit_log": str(audit)},
+                "toolnexus": {
+                    "max_parallel": 4,
+                    "mode": "both",
+                    "audit_log": str(audit),
+                    "approval": ["up_store"],
+                },
             }
         )
     )
@@ -163,6 +169,47 @@ async def test_a_working_task_is_cancelled(gateway: tuple[str, Path]) -> None:
     assert cancelled["status"] == "cancelled"
     assert result["error"]["code"] == -32000
     assert any(e["type"] == "code_run_cancelled" for e in audit_events(audit))
+
+
+async def test_an_approval_inside_a_task_is_asked_on_the_tasks_result_stream(
+    gateway: tuple[str, Path],
+) -> None:
+    url, _ = gateway
+    key = f"approved-{uuid.uuid4().hex[:6]}"
+
+    def approve(request: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"approve": True}}
+
+    def decline(request: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "decline"}
+
+    program = f'await tools.up_store({{"key": "{key}-p", "delay": 0}})'
+    async with wire(url, capabilities={"elicitation": {"form": {}}}) as client:
+        direct = await client.call_as_task("up_store", {"key": key, "delay": 0})
+        in_program = await client.call_as_task("run_code", {"code": program})
+        states = []
+        for task in (direct, in_program):
+            deadline = time.monotonic() + 30
+            while True:
+                state = (await client.task("get", task["taskId"]))["result"]
+                if state["status"] == "input_required":
+                    break
+                assert time.monotonic() < deadline, state
+                await asyncio.sleep(0.05)
+            states.append(state)
+        approved, asked = await client.rpc_answering(
+            "tasks/result", {"taskId": direct["taskId"]}, approve
+        )
+        declined, asked_again = await client.rpc_answering(
+            "tasks/result", {"taskId": in_program["taskId"]}, decline
+        )
+    assert all("waiting for the client's answer" in s["statusMessage"] for s in states)
+    assert [a["method"] for a in asked + asked_again] == ["elicitation/create"] * 2
+    assert "up_store" in asked[0]["params"]["message"] and key in asked[0]["params"]["message"]
+    assert approved["result"]["content"][0]["text"] == f"stored {key}"
+    output = declined["result"]["structuredContent"]
+    assert "error" in output and output["calls"][0]["status"] == "error"  # refused, never run
+    assert "not approved" in output["calls"][0]["message"]
 
 
 async def test_the_typescript_sdk_client_runs_tasks_on_2025_11_25(
@@ -349,3 +396,55 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     assert max(e["active"] for e in done) <= 3  # the cap, across the worker processes
     assert len(by_worker) >= 2  # sub-calls ran on more than one worker process
     assert figures["audit code_run / task_result"] == (1, 1)  # audited once
+
+
+@pytest.mark.parametrize(
+    ("durable", "message"),
+    [
+        (
+            {"address": "localhost", "task_queue": "q"},
+            'durable.address must be the Temporal frontend as "host:port"',
+        ),
+        ({"address": "127.0.0.1:7233"}, "durable.task_queue is missing"),
+        (
+            {"address": "127.0.0.1:7233", "task_queue": ""},
+            "durable.task_queue must be a non-empty string",
+        ),
+        (
+            {"address": "127.0.0.1:7233", "task_queue": 5},
+            "durable.task_queue must be a non-empty string",
+        ),
+        (
+            {"address": "127.0.0.1:7233", "task_queue": "q", "tls": True},
+            "unknown key(s) tls in toolnexus.durable",
+        ),
+        ("127.0.0.1:7233", "toolnexus.durable must be an object"),
+    ],
+)
+def test_a_bad_durable_setting_is_named(durable: Any, message: str) -> None:
+    from toolnexus.errors import ConfigurationError
+    from toolnexus.mcp import gateway_options
+
+    with pytest.raises(ConfigurationError) as refused:
+        gateway_options({"toolnexus": {"durable": durable}})
+    assert message in str(refused.value)
+
+
+def test_an_unreachable_temporal_stops_the_gateway_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}},
+                "toolnexus": {
+                    "durable": {"address": f"127.0.0.1:{free_port()}", "task_queue": "q"}
+                },
+            }
+        )
+    )
+    done = subprocess.run(
+        [*task_serve_command(config)], capture_output=True, text=True, timeout=120, check=False
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "toolnexus.durable: cannot reach Temporal at 127.0.0.1:" in lines[0]

@@ -188,6 +188,13 @@ class _Local:
     owner: str | None
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
+    channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result
+    channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def status(self, status: Status, message: str) -> None:
+        if self.state.status not in TERMINAL:
+            self.state.status, self.state.message = status, message
+            self.state.updated = time.time()
 
     def note(self, message: str | None) -> None:
         if message and self.state.status not in TERMINAL:
@@ -449,8 +456,13 @@ class TaskSupport:
         self._waiting[task_id] = waiting + 1
         try:
             local = self._local(ctx, task_id)
-            if local is not None:
-                await local.done.wait()
+            if local is not None:  # its stream carries what the task asks (input_required)
+                local.channels.append(ctx.session)
+                local.channel_open.set()
+                try:
+                    await local.done.wait()
+                finally:
+                    local.channels.remove(ctx.session)
                 return local.state
             waited = None
             if self.durable is not None:
@@ -520,6 +532,28 @@ class _TaskSession:
     ) -> None:
         self._local.note(message)
         await self._session.report_progress(progress, total, message)
+
+    async def elicit_form(self, message: str, requested_schema: Any, *args: Any) -> Any:
+        """Ask the client (an approval) while the task runs: the task is ``input_required``
+        until a ``tasks/result`` request of its client is open, and the question rides that
+        request's stream (the request that started the task was answered long ago), as the
+        2025-11-25 tasks flow has it. Elsewhere (2026-07-28, no back channel) the session
+        raises, and the approval refuses the call."""
+        local = self._local
+        if self._session_modern():
+            return await self._session.elicit_form(message, requested_schema, *args)
+        local.status("input_required", f"waiting for the client's answer: {message[:200]}")
+        try:
+            while not local.channels:
+                local.channel_open.clear()
+                await local.channel_open.wait()
+            return await local.channels[-1].elicit_form(message, requested_schema)
+        finally:
+            local.status("working", "answered")
+
+    def _session_modern(self) -> bool:
+        connection = getattr(self._session, "_connection", None)
+        return getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
 
 
 def _sieved(result: dict[str, Any], version: str) -> dict[str, Any]:
