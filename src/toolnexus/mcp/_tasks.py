@@ -188,7 +188,8 @@ class _Local:
     owner: str | None
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
-    channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result
+    channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result:
+    # (session, request id) of each, whose stream may carry what the task asks
     channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
     def status(self, status: Status, message: str) -> None:
@@ -457,12 +458,13 @@ class TaskSupport:
         try:
             local = self._local(ctx, task_id)
             if local is not None:  # its stream carries what the task asks (input_required)
-                local.channels.append(ctx.session)
+                channel = (ctx.session, ctx.request_id)
+                local.channels.append(channel)
                 local.channel_open.set()
                 try:
                     await local.done.wait()
                 finally:
-                    local.channels.remove(ctx.session)
+                    local.channels.remove(channel)
                 return local.state
             waited = None
             if self.durable is not None:
@@ -547,7 +549,10 @@ class _TaskSession:
             while not local.channels:
                 local.channel_open.clear()
                 await local.channel_open.wait()
-            return await local.channels[-1].elicit_form(message, requested_schema)
+            session, request_id = local.channels[-1]
+            return await session.elicit_form(
+                message, requested_schema, related_request_id=request_id
+            )
         finally:
             local.status("working", "answered")
 
