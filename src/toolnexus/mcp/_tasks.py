@@ -15,7 +15,9 @@ Both protocol generations are served, each to the clients that negotiated it:
 
 A task runs the very handler a plain ``tools/call`` runs (`Gateway._call_tool`), so the
 scheduling rule, approvals and the audit log apply to it exactly as to a plain call; the
-progress that handler reports becomes the task's ``statusMessage``.
+progress that handler reports becomes the task's ``statusMessage``, and an approval it asks
+for (2025-11-25) makes the task ``input_required`` until a ``tasks/result`` request is open to
+carry the question.
 
 Ownership (see ``docs/mcp_server.md``, "Tasks"): a task belongs to the credential the client
 sent (the ``Authorization`` header, hashed), else to its MCP session (2025-era streamable
