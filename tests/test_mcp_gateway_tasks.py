@@ -318,6 +318,40 @@ async def worker_identities(address: str, task_id: str) -> dict[str, int]:
     return by_worker
 
 
+async def in_flight_on(address: str, task_id: str, pid: int) -> list[str]:
+    """The task's sub-calls running on the worker process ``pid`` now (activity ids), from
+    Temporal's description of the workflow."""
+    from temporalio.client import Client
+
+    from toolnexus.mcp._durable import workflow_id
+
+    temporal = await Client.connect(address)
+    described = await temporal.get_workflow_handle(workflow_id(task_id)).describe()
+    return [
+        pending.activity_id
+        for pending in described.raw_description.pending_activities
+        if pending.activity_type.name == "toolnexus.call_tool"
+        and pending.last_worker_identity.startswith(f"{pid}@")
+    ]
+
+
+async def kill_while_running_a_sub_call(
+    address: str, task_id: str, process: subprocess.Popen[bytes]
+) -> list[str]:
+    """SIGKILL ``process`` once it runs one of the task's sub-calls (within 60 s, else
+    anyway); the sub-calls it was running (their activity ids)."""
+    deadline = time.monotonic() + 60
+    running: list[str] = []
+    while time.monotonic() < deadline:
+        running = await in_flight_on(address, task_id, process.pid)
+        if running:
+            break
+        await asyncio.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    return running
+
+
 @pytest.mark.timeout(400)  # gateways started and killed, lost workers noticed by heartbeat
 async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     tmp_path: Path, temporal_address: str, durable_upstream: tuple[int, Path]
@@ -328,33 +362,33 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     audit = tmp_path / "audit.jsonl"
     front_port = free_port()
     figures: dict[str, Any] = {}
-    with http_gateway(config) as (helper, _):  # a second worker on the queue
-        with http_gateway(config, port=front_port) as (front, url):
-            async with wire(url) as client:
-                started = time.time()
-                task = await client.call_as_task("run_code", {"code": DURABLE_PROGRAM})
-                task_id = task["taskId"]
-                deadline = time.monotonic() + 60
-                while sum(e["event"] == "end" for e in effects_of(effects)) < 2:
-                    assert time.monotonic() < deadline, "no sub-call finished"
-                    await asyncio.sleep(0.05)
-                os.kill(front.pid, signal.SIGKILL)  # the gateway the client talks to
-                front.wait()
-                figures["gateway killed after s"] = round(time.time() - started, 2)
-                figures["sub-calls ended before the kill"] = sum(
-                    e["event"] == "end" for e in effects_of(effects)
-                )
-        # the helper gateway, the only worker left, goes on with the workflow; kill it too
+    with http_gateway(config, port=front_port) as (front, url):  # the only worker, at first
+        async with wire(url) as client:
+            started = time.time()
+            program = {"code": DURABLE_PROGRAM}
+            task = await client.call_as_task("run_code", program, ttl=3_600_000)
+            task_id = task["taskId"]
+            # kill -9 the gateway the client talks to, while it runs a sub-call
+            lost = await kill_while_running_a_sub_call(temporal_address, task_id, front)
+            figures["gateway killed after s"] = round(time.time() - started, 2)
+            figures["sub-calls running on it when killed"] = len(lost)
+            figures["sub-calls ended before the kill"] = sum(
+                e["event"] == "end" for e in effects_of(effects)
+            )
+    with http_gateway(config) as (helper, _):  # another worker takes the workflow over
+        deadline = time.monotonic() + 120
         while not any(e["key"] == "w1" and e["event"] == "end" for e in effects_of(effects)):
-            assert time.monotonic() < deadline + 120, "the write never ran"
+            assert time.monotonic() < deadline, "the write never ran"
             await asyncio.sleep(0.1)
-        os.kill(helper.pid, signal.SIGKILL)
-        helper.wait()
+        lost_too = await kill_while_running_a_sub_call(temporal_address, task_id, helper)
         figures["worker killed after s"] = round(time.time() - started, 2)
+        figures["sub-calls running on the worker when killed"] = len(lost_too)
     with http_gateway(config, port=front_port) as (_, url):  # started again, a new process
         restarted = time.time()
         async with wire(url) as client:  # a new session: the id is what it holds
-            found = (await client.task("get", task_id))["result"]
+            answer = await client.task("get", task_id)
+            assert "result" in answer, answer
+            found = answer["result"]
             result = (await client.task("result", task_id))["result"]
             again = (await client.task("result", task_id))["result"]
             forged = await client.task("get", ("y" if task_id[0] != "y" else "z") + task_id[1:])
@@ -376,6 +410,14 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
             sum(e["event"] == "end" for e in done),
         ),
         "peak in flight upstream": max(e["active"] for e in done),
+        "reads run again (idempotent, their worker lost)": sorted(
+            {
+                e["key"]
+                for e in done
+                if e["event"] == "start"
+                and sum(d["key"] == e["key"] and d["event"] == "start" for d in done) > 1
+            }
+        ),
         "activities by worker": by_worker,
         "audit code_run / task_result": (
             sum(e["type"] == "code_run" for e in events),
@@ -394,7 +436,8 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     during = [e for e in done if writes[0]["t"] < e["t"] < writes[1]["t"] and e["tool"] != "write"]
     assert during == []  # and nothing started while it ran
     assert max(e["active"] for e in done) <= 3  # the cap, across the worker processes
-    assert len(by_worker) >= 2  # sub-calls ran on more than one worker process
+    assert len(by_worker) == 3  # one program's sub-calls ran on three worker processes
+    assert lost and lost_too  # each kill hit a running sub-call (run again elsewhere)
     assert figures["audit code_run / task_result"] == (1, 1)  # audited once
 
 
