@@ -39,6 +39,7 @@ SLOW_FILES = frozenset(
         "test_mcp_gateway.py",
         "test_mcp_gateway_proxy.py",  # upstream, gateway and TypeScript client processes
         "test_mcp_gateway_conformance.py",  # the suite's 32 scenarios in three modes
+        "test_mcp_gateway_tasks.py",  # gateways killed and restarted, a Temporal server
         "test_client_security.py",  # hostile endpoints, each until a limit ends it
         "test_builtins_security.py",  # real shells, process trees, timeouts
         "test_cli_first_hour.py",  # the command in subprocesses, Ctrl-C, time limits

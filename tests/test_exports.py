@@ -58,7 +58,7 @@ EXPECTED = {
         "BATCH_WORKFLOW", "CONTINUE_AFTER", "LOST", "MAX_RESULT_BYTES", "PROGRAM_WORKFLOW",
         "RUN_WORKFLOW", "BatchWorkflow", "FileStore", "ProgramWorkflow", "RunHandle",
         "RunWorkflow", "Timings", "file_store", "replayer", "run_batch", "run_program",
-        "start_run", "worker",
+        "start_program", "start_run", "worker",
     ],
     toolnexus.testing: [
         "FunctionModel",

@@ -10,6 +10,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -557,3 +558,209 @@ async def test_servers_without_the_prefix_whose_tool_names_clash_stay_reachable(
         assert answers[name] == f"{remote} says ok"
     with pytest.raises(ConfigurationError, match="prefix must be true or false"):
         parse_config({"x": hostile(prefix="false")})
+
+
+# -- hostile task clients ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def task_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One HTTP gateway (``--mode both``, audited) for the task tests: its URL and audit log."""
+    from task_clients import http_gateway
+
+    folder = tmp_path_factory.mktemp("hostile-tasks")
+    audit = folder / "audit.jsonl"
+    config = folder / "mcp.json"
+    options = {"mode": "both", "audit_log": str(audit), "max_parallel": 4}
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}},
+                "toolnexus": options,
+            }
+        )
+    )
+    with http_gateway(config) as (_, url):
+        yield url, audit
+
+
+def _audited(audit: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+
+
+SLOW = 'await tools.up_lookup({"key": "slow", "delay": 20})'
+
+
+async def test_a_forged_or_foreign_task_id_is_not_found(task_gateway: tuple[str, Path]) -> None:
+    from task_clients import wire
+
+    url, _ = task_gateway
+    async with wire(url) as owner, wire(url) as other:
+        task = await owner.call_as_task("run_code", {"code": SLOW})
+        mine = task["taskId"]
+        forged = [
+            "x" + mine[1:],  # one character off
+            mine[:-1],
+            "",
+            "../../../etc/passwd",
+            "toolnexus-task-" + "0" * 40,
+            "\u0000" + mine,
+        ]
+        answers = [await other.task(m, mine) for m in ("get", "result", "cancel")]
+        answers += [await owner.task("get", f) for f in forged]
+        too_long = await owner.task("get", "a" * 10_000)
+        listed = (await other.rpc("tasks/list", {}))["result"]["tasks"]
+        still = (await owner.task("get", mine))["result"]
+        await owner.task("cancel", mine)
+    for answer in answers:  # the same answer for another session's id and a made-up one
+        assert answer["error"] == {
+            "code": -32602,
+            "message": "Failed to retrieve task: Task not found",
+        }
+    assert too_long["error"]["code"] == -32602
+    assert listed == []
+    assert still["status"] == "working"  # the other session's cancel did not reach it
+
+
+async def test_a_task_is_bound_to_the_credential_across_sessions(
+    task_gateway: tuple[str, Path],
+) -> None:
+    from task_clients import wire
+
+    url, _ = task_gateway
+    alice = {"Authorization": "Bearer alice-token"}
+    async with (
+        wire(url, alice) as first,
+        wire(url, alice) as second,
+        wire(url, {"Authorization": "Bearer mallory"}) as mallory,
+    ):
+        task = await first.call_as_task(
+            "run_code", {"code": 'await tools.up_lookup({"key": "c", "delay": 0})'}
+        )
+        found = await second.task("result", task["taskId"])  # the same credential, a new session
+        refused = await mallory.task("result", task["taskId"])
+    assert found["result"]["structuredContent"]["result"] == "value of c"
+    assert refused["error"]["code"] == -32602
+
+
+async def test_tasks_result_polled_in_a_tight_loop_runs_the_program_once(
+    task_gateway: tuple[str, Path],
+) -> None:
+    from task_clients import wire
+
+    url, audit = task_gateway
+    marker = f"polled {uuid.uuid4().hex[:8]}"
+    program = 'await tools.up_lookup({"key": "polled", "delay": 3})'
+    async with wire(url) as client:
+        task = await client.call_as_task("run_code", {"code": program, "description": marker})
+        waiting = asyncio.gather(*[client.task("result", task["taskId"]) for _ in range(50)])
+        gets = 0
+        while True:  # tasks/get as fast as the gateway answers, meanwhile
+            got = await client.task("get", task["taskId"])
+            gets += 1
+            if got["result"]["status"] != "working":
+                break
+        answers = await waiting
+        results = [a for a in answers if "result" in a]
+        turned_away = [a for a in answers if "error" in a]
+        results += [await client.task("result", task["taskId"]) for _ in range(100)]
+        after = await run_code_over(client, 'await tools.up_lookup({"key": "after", "delay": 0})')
+    print(
+        f"{len(results)} tasks/result answered, {len(turned_away)} turned away, "
+        f"{gets} tasks/get polled while it ran"
+    )
+    assert 0 < len(turned_away) <= 50 - 16  # at most 16 wait on one task at once
+    assert all("poll tasks/get" in a["error"]["message"] for a in turned_away)
+    assert len({json.dumps(r["result"], sort_keys=True) for r in results}) == 1  # one for all
+    assert results[0]["result"]["structuredContent"]["result"] == "value of polled"
+    events = _audited(audit)
+    [run] = [e for e in events if e["type"] == "code_run" and e["data"]["description"] == marker]
+    sub_calls = [
+        e
+        for e in events
+        if e["type"] == "tool_call" and e["data"]["id"].startswith(run["data"]["id"] + ":")
+    ]
+    assert len(sub_calls) == 1  # the program ran once, its call once
+    assert after["structuredContent"]["result"] == "value of after"  # the gateway goes on
+
+
+async def run_code_over(client: Any, code: str) -> Any:
+    answer = await client.rpc("tools/call", {"name": "run_code", "arguments": {"code": code}})
+    return answer["result"]
+
+
+async def test_cancelling_a_finished_task_is_refused_and_changes_nothing(
+    task_gateway: tuple[str, Path],
+) -> None:
+    from task_clients import wire
+
+    url, _ = task_gateway
+    quick = 'await tools.up_lookup({"key": "q", "delay": 0})'
+    async with wire(url) as client:
+        task = await client.call_as_task("run_code", {"code": quick})
+        result = await client.task("result", task["taskId"])
+        refused = await client.task("cancel", task["taskId"])
+        state = (await client.task("get", task["taskId"]))["result"]
+        again = await client.task("result", task["taskId"])
+    assert refused["error"]["code"] == -32602 and "already completed" in refused["error"]["message"]
+    assert state["status"] == "completed"
+    assert again["result"] == result["result"]
+
+
+async def test_a_task_past_its_ttl_is_gone_and_a_running_one_is_stopped(
+    task_gateway: tuple[str, Path],
+) -> None:
+    from task_clients import wire
+
+    url, audit = task_gateway
+    marker = f"expiring {uuid.uuid4().hex[:8]}"
+    async with wire(url) as client:
+        quick = await client.call_as_task("up_lookup", {"key": "t", "delay": 0}, ttl=1)
+        running = await client.call_as_task(
+            "run_code", {"code": SLOW, "description": marker}, ttl=-5
+        )
+        huge = await client.call_as_task("up_lookup", {"key": "h", "delay": 0}, ttl=10**30)
+        not_a_number = await client.rpc(
+            "tools/call", {"name": "up_lookup", "arguments": {"key": "n"}, "task": {"ttl": "60000"}}
+        )
+        a_boolean = await client.rpc(
+            "tools/call", {"name": "up_lookup", "arguments": {"key": "n"}, "task": {"ttl": True}}
+        )
+        await asyncio.sleep(1.5)
+        gone = [await client.task("get", t["taskId"]) for t in (quick, running)]
+        kept = await client.task("get", huge["taskId"])
+        listed = [t["taskId"] for t in (await client.rpc("tasks/list", {}))["result"]["tasks"]]
+    assert quick["ttl"] == 1000 and running["ttl"] == 1000  # clamped up to a second
+    assert huge["ttl"] == 86_400_000  # and down to a day
+    assert not_a_number["error"]["code"] == -32602 and a_boolean["error"]["code"] == -32602
+    assert all(g["error"]["code"] == -32602 for g in gone)
+    assert kept["result"]["status"] == "completed"
+    assert quick["taskId"] not in listed and running["taskId"] not in listed
+    events = _audited(audit)
+    [run] = [e for e in events if e["type"] == "code_run" and e["data"]["description"] == marker]
+    assert {"type": "code_run_cancelled", "id": run["data"]["id"]} in [
+        {"type": e["type"], "id": e["data"].get("id")} for e in events
+    ]  # the expired program was stopped, not left running
+
+
+async def test_tasks_methods_need_the_extension_on_2026_07_28(
+    task_gateway: tuple[str, Path],
+) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from task_clients import GetTask, TaskIdParams, modern_session, wire
+
+    url, _ = task_gateway
+    async with wire(url) as old:
+        task = await old.call_as_task("run_code", {"code": SLOW})
+    async with modern_session(url) as session:  # declares no extension
+        plain = await session.call_tool("up_lookup", {"key": "p", "delay": 0})
+        with pytest.raises(MCPError) as refused:
+            await session.send_request(
+                GetTask(params=TaskIdParams(taskId=task["taskId"])), types.Result
+            )
+    assert isinstance(plain, types.CallToolResult)  # a plain result, no task
+    assert refused.value.error.code == -32021
+    assert refused.value.error.data == {
+        "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    }

@@ -9,6 +9,7 @@ Needs the ``mcp`` extra.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -96,6 +97,7 @@ async def serve_config(
         ConfigurationError: a bad server entry or option.
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
+    durable = options.pop("durable", None)  # run_code tasks as Temporal workflows (_durable.py)
     upstream = {"mcpServers": config.get("mcpServers", {})}
     reserved = {*RESERVED_NAMES, *(t.name for t in extra_tools)}
     async with mcp_servers(upstream, reserved=reserved) as tools:
@@ -109,4 +111,9 @@ async def serve_config(
             await gateway.update([*current, *extra_tools])
 
         tools.on_change(changed)
-        await run_gateway(gateway, transport=transport, host=host, port=port)
+        async with contextlib.AsyncExitStack() as stack:
+            if durable is not None:
+                from toolnexus.mcp._durable import durable_tasks  # needs the temporal extra
+
+                await stack.enter_async_context(durable_tasks(gateway, durable))
+            await run_gateway(gateway, transport=transport, host=host, port=port)

@@ -21,16 +21,19 @@ from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools._mcp_config import config_error, parse_config
 
-__all__ = ["BUDGET_KEYS", "OPTION_KEYS", "gateway_options", "load_config"]
+__all__ = ["BUDGET_KEYS", "DURABLE_KEYS", "OPTION_KEYS", "gateway_options", "load_config"]
 
 OPTION_KEYS = (
     "language", "mode", "max_parallel", "approval", "audit_log", "policy", "budgets",
-    "sdk_threshold", "always_loaded",
+    "sdk_threshold", "always_loaded", "durable",
 )  # fmt: skip
 """What the ``toolnexus`` key of a gateway config may set (command-line options win)."""
 
 BUDGET_KEYS = ("timeout", "max_memory", "max_output", "max_sub_calls")
 """The sandbox limits ``toolnexus.budgets`` may set."""
+
+DURABLE_KEYS = ("address", "task_queue", "namespace")
+"""What ``toolnexus.durable`` (run_code tasks as Temporal workflows) may set."""
 
 
 class _Options(BaseModel):
@@ -47,6 +50,17 @@ class _Options(BaseModel):
     budgets: dict[str, Any] | None = None
     sdk_threshold: int | None = Field(default=None, ge=0)
     always_loaded: list[str] = []
+    durable: dict[str, Any] | None = None
+
+
+class _Durable(BaseModel):
+    """The schema of ``toolnexus.durable``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    address: str = Field(min_length=1, pattern=r"^[^\s/]+:[0-9]{1,5}$")
+    task_queue: str = Field(min_length=1, max_length=200)
+    namespace: str = Field(default="default", min_length=1, max_length=200)
 
 
 class _Budgets(BaseModel):
@@ -70,6 +84,12 @@ OPTIONS_MUST_BE = {
     "budgets": 'an object, like {"timeout": 60}',
     "sdk_threshold": "a number of bytes (an integer >= 0)",
     "always_loaded": 'a list of tool names, like ["fs_read_text_file"]',
+    "durable": 'an object, like {"address": "127.0.0.1:7233", "task_queue": "gateway"}',
+}
+DURABLE_MUST_BE = {
+    "address": 'the Temporal frontend as "host:port", like "127.0.0.1:7233"',
+    "task_queue": "a non-empty string (the Temporal task queue the gateway's workers poll)",
+    "namespace": 'a non-empty string (the Temporal namespace, "default" unless given)',
 }
 BUDGETS_MUST_BE = {
     "timeout": "a positive number of seconds",
@@ -108,6 +128,13 @@ def gateway_options(config: Mapping[str, Any]) -> dict[str, Any]:
             _Budgets.model_validate(budgets)
         except ValidationError as exc:
             raise config_error("toolnexus.budgets.", exc, BUDGETS_MUST_BE) from None
+    durable = checked.get("durable")
+    if durable is not None:
+        refuse_unknown(durable, DURABLE_KEYS, "key(s)", " in toolnexus.durable")
+        try:
+            checked["durable"] = _Durable.model_validate(durable).model_dump()
+        except ValidationError as exc:
+            raise config_error("toolnexus.durable.", exc, DURABLE_MUST_BE) from None
     return checked
 
 

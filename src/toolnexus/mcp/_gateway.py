@@ -46,6 +46,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import BUDGET_KEYS
 from toolnexus.mcp._lane import SessionLanes
 from toolnexus.mcp._proxy import RAW_RESULT, Upstreams
+from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolHooks
@@ -212,6 +213,7 @@ class Gateway:
         )
         if upstreams is not None:
             upstreams.install(self.server, lambda: list(self._clients))
+        self.tasks = TaskSupport(self)  # tools/call as MCP tasks, tasks/* (see _tasks.py)
 
     def _offer(self, tools: Sequence[Tool]) -> None:
         """Take ``tools`` as the gateway's tools, and render the description they give.

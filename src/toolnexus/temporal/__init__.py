@@ -17,7 +17,7 @@ try:
 except ImportError as exc:
     raise MissingExtraError("toolnexus.temporal (temporalio)", "temporal") from exc
 
-from toolnexus.temporal._client import RunHandle, run_batch, run_program, start_run
+from toolnexus.temporal._client import RunHandle, run_batch, run_program, start_program, start_run
 from toolnexus.temporal._wire import MAX_RESULT_BYTES, FileStore, Timings, file_store
 from toolnexus.temporal._worker import replayer, worker
 from toolnexus.temporal._workflows import (
@@ -48,6 +48,7 @@ __all__ = [
     "replayer",
     "run_batch",
     "run_program",
+    "start_program",
     "start_run",
     "worker",
 ]

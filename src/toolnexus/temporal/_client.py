@@ -88,10 +88,11 @@ async def _start(
     workflow_id: str | None,
     default_prefix: str,
     task_queue: str,
+    memo: dict[str, Any] | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start ``workflow`` once per id: a second submission under an id that ran (or runs)
     gets that workflow's handle, never a second run; one that asked for something else under
-    the same id is refused.
+    the same id is refused. ``memo``: more memo fields the workflow is started with.
 
     Raises:
         ConfigurationError: the request does not fit one Temporal payload (and the client has
@@ -119,7 +120,7 @@ async def _start(
             task_queue=task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            memo={DIGEST: digest},
+            memo={**(memo or {}), DIGEST: digest},
         )
     except WorkflowAlreadyStartedError:
         handle = temporal_client.get_workflow_handle(chosen)
@@ -135,7 +136,7 @@ async def _start(
     return handle
 
 
-__all__ = ["RunHandle", "run_batch", "run_program", "start_run"]
+__all__ = ["RunHandle", "run_batch", "run_program", "start_program", "start_run"]
 
 
 async def run_batch(
@@ -237,6 +238,42 @@ async def run_program(
         ConfigurationError: ``code`` or ``call_id`` is not a string, ``language`` is not
             ``"python"`` or ``"javascript"``, or another option is wrong (as for `run_batch`).
     """
+    handle = await start_program(
+        temporal_client,
+        code,
+        task_queue=task_queue,
+        language=language,
+        max_parallel=max_parallel,
+        timings=timings,
+        call_id=call_id,
+        workflow_id=workflow_id,
+        continue_after=continue_after,
+    )
+    output: dict[str, Any] = await handle.result()
+    return output
+
+
+async def start_program(
+    temporal_client: TemporalClient,
+    code: str,
+    *,
+    task_queue: str,
+    language: str = "python",
+    max_parallel: int | None = None,
+    timings: Timings | None = None,
+    call_id: str = "program",
+    workflow_id: str | None = None,
+    continue_after: int = CONTINUE_AFTER,
+    memo: dict[str, Any] | None = None,
+) -> WorkflowHandle[Any, Any]:
+    """Start a durable program (as `run_program` does) and return its workflow handle at
+    once, for a caller that fetches the output later (``await handle.result()``), from this
+    process or, by the workflow id, from another; ``memo`` adds fields to the workflow's
+    memo (what the gateway's durable tasks keep about their owner and TTL).
+
+    Raises:
+        ConfigurationError: as for `run_program`.
+    """
     if not isinstance(code, str):
         raise ConfigurationError(
             f"run_program takes the program as a string of code, got {type(code).__name__}."
@@ -253,11 +290,15 @@ async def run_program(
         "call_id": call_id,
         **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
     }
-    handle = await _start(
-        temporal_client, PROGRAM_WORKFLOW, request, workflow_id, "toolnexus-program", task_queue
+    return await _start(
+        temporal_client,
+        PROGRAM_WORKFLOW,
+        request,
+        workflow_id,
+        "toolnexus-program",
+        task_queue,
+        memo,
     )
-    output: dict[str, Any] = await handle.result()
-    return output
 
 
 async def start_run(
