@@ -98,7 +98,7 @@ async def serve_config(
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
     durable = options.pop("durable", None)  # run_code tasks as Temporal workflows (_durable.py)
-    upstream = {"mcpServers": config.get("mcpServers", {})}
+    upstream = {"mcpServers": _on_sessions(config.get("mcpServers", {}))}
     reserved = {*RESERVED_NAMES, *(t.name for t in extra_tools)}
     async with mcp_servers(upstream, reserved=reserved) as tools:
         upstreams = Upstreams(tools)
@@ -117,3 +117,22 @@ async def serve_config(
 
                 await stack.enter_async_context(durable_tasks(gateway, durable))
             await run_gateway(gateway, transport=transport, host=host, port=port)
+
+
+UPSTREAM_PROTOCOL = "legacy"
+"""The revision choice for an upstream whose entry does not set ``protocol``: the handshake
+(2025-11-25 or older). Why not ``"auto"``, the library's default: what the gateway passes on
+from an upstream beside its answers (log messages, resource updates, list changes) reaches it
+on a session, which the per-request revision (2026-07-28) does not keep. An entry's own
+``"protocol": "auto"`` negotiates 2026-07-28 where the upstream speaks it."""
+
+
+def _on_sessions(servers: Any) -> Any:
+    """``servers`` (an ``mcpServers`` mapping) with `UPSTREAM_PROTOCOL` for each entry that
+    does not choose its revision; anything else is left for the config check to name."""
+    if not isinstance(servers, Mapping):
+        return servers
+    return {
+        name: {"protocol": UPSTREAM_PROTOCOL, **entry} if isinstance(entry, Mapping) else entry
+        for name, entry in servers.items()
+    }
