@@ -92,6 +92,11 @@ class McpTools(list[Tool]):
         self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
         self._listed: dict[str, tuple[_Link, list[Any]]] = {}
+        self._servers: dict[str, str] = {}  # tool name -> server name
+
+    def server_of(self, name: str) -> str | None:
+        """The server whose tool is offered here as ``name``, or ``None``."""
+        return self._servers.get(name)
 
     def on_change(self, listener: ToolsChanged) -> None:
         """Call ``await listener(tools)`` each time a server's tool list changed."""
@@ -129,6 +134,7 @@ class McpTools(list[Tool]):
             for tool in _distinct(listed)
         ]
         names = unique_names(pairs, self._reserved)
+        self._servers = {name: server for (server, _), name in names.items()}
         self.renamed = {names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair)}
         self[:] = [
             _wrap(link.server, link, tool, names[(server, tool.name)])
