@@ -412,11 +412,13 @@ class Gateway:
 
     def _approver(self, scope: CallScope, who: str, call_id: str) -> Any:
         """An approval handler asking ``scope``'s client (see `ask_approval`), each outcome in
-        the audit log (``approval``: the call, the tool and how it was answered)."""
+        the audit log (``approval_answer``: the call, the tool and how it was answered)."""
 
         async def approve(name: str, args: dict[str, Any]) -> bool:
             outcome = await ask_approval(scope, who, name, args)
-            self.session.log_event("approval", {"id": call_id, "tool": name, "outcome": outcome})
+            self.session.log_event(
+                "approval_answer", {"id": call_id, "tool": name, "outcome": outcome}
+            )
             self.flush_audit()
             return outcome == "approved"
 
