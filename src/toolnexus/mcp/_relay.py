@@ -259,6 +259,10 @@ class Parked:
             asked = asyncio.ensure_future(scope.asked.wait())
             try:
                 await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the client cancelled the round: the call stops
+                task.cancel()
+                self._calls.pop(call_id, None)
+                raise
             finally:
                 asked.cancel()
         if task.done() and not scope.open_questions():
