@@ -287,7 +287,7 @@ def serve_fails(config: Path, *extra: str) -> str:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # a bad config is the command line's: exit 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
