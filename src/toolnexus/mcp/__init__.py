@@ -34,7 +34,6 @@ __all__ = [
     "Gateway",
     "GatewayMode",
     "gateway_options",
-    "listening_socket",
     "load_config",
     "run_gateway",
     "serve",
