@@ -88,10 +88,10 @@ async def test_run_code_fans_out_reads_and_lists_the_upstream_sdk(config: Path) 
         assert [t.name for t in listed] == ["run_code"]
         description = listed[0].description or ""
         assert "up_lookup" in description and "up_store" in description
-        steps: list[tuple[float, str | None]] = []
+        steps: list[tuple[float, float | None, str | None]] = []
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            steps.append((done, message))
+            steps.append((done, total, message))
 
         result = await run_code(session, FAN_OUT, progress_callback=progress)
     assert not result.is_error, result.content
@@ -99,9 +99,12 @@ async def test_run_code_fans_out_reads_and_lists_the_upstream_sdk(config: Path) 
     assert output is not None
     assert output["result"]["values"] == [f"value of k{i}" for i in range(4)]
     assert output["result"]["peak"] == 4  # observed inside the upstream server
-    finished = [m for _, m in steps if m and "up_lookup finished" in m]
-    assert len(finished) == 4
-    assert steps[-1][0] == 6  # 1 + 4 + 1 calls done
+    finished = [m for _, _, m in steps if m and "(up_lookup) finished" in m]
+    assert len(finished) == 4  # each message names its sub-call
+    done = [d for d, _, _ in steps]
+    assert done == sorted(set(done))  # strictly increasing (the spec's MUST)
+    assert steps[-1][1] == steps[-1][0]  # the total, once known
+    assert "6 of 6 calls done" in (steps[-1][2] or "")  # 1 + 4 + 1 calls
 
 
 async def test_an_unannotated_write_is_a_barrier_and_results_are_in_order(config: Path) -> None:

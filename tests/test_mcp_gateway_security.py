@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -290,6 +291,8 @@ def serve_fails(config: Path, *extra: str) -> str:
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 2, done.stderr
+
+    assert done.returncode == 2, done.stderr  # a bad config is the command line's: exit 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
@@ -764,3 +767,139 @@ async def test_tasks_methods_need_the_extension_on_2026_07_28(
     assert refused.value.error.data == {
         "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     }
+
+
+# -- 2026-07-28 rounds and resumption (what a hostile client sends back) ----------------------
+
+
+async def first_round(client: Any, code: str) -> types.InputRequiredResult:
+    """Start ``run_code`` driving the rounds by hand: its first ``InputRequiredResult``."""
+    first = await client.session.call_tool("run_code", {"code": code}, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+APPROVED = types.ElicitResult(action="accept", content={"approve": True})
+
+
+async def never_called(context: Any, params: Any) -> types.ElicitResult:
+    """Declares elicitation; the rounds are driven by hand, so it is never asked."""
+    raise AssertionError("the rounds are answered by the test itself")
+
+
+async def test_a_request_state_the_gateway_did_not_issue_is_refused(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    config = write_config(tmp_path, {"up": upstream()}, approval=["up_store"])
+    audit = tmp_path / "audit.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_command(config, "--audit-log", str(audit)),
+        env=dict(os.environ),
+    )
+    code = 'await tools.up_store({"key": "x", "delay": 0})'
+    forged_states = [
+        json.dumps({"call": "x", "round": 1}),  # the plaintext shape, unsealed
+        "v1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",  # a token of no key
+    ]
+    async with Client(params, mode="auto", elicitation_callback=never_called) as client:
+        assert client.protocol_version == "2026-07-28"
+        first = await first_round(client, code)
+        key = next(iter(first.input_requests or {}))
+        refusals = []
+        for forged in [*forged_states, (first.request_state or "")[:-4] + "AAAA"]:
+            with pytest.raises(MCPError) as raised:
+                await client.session.call_tool(
+                    "run_code",
+                    {"code": code},
+                    input_responses={key: APPROVED},
+                    request_state=forged,
+                    allow_input_required=True,
+                )
+            refusals.append(raised.value.error.code)
+        # the genuine state, bound to the call: another call's arguments cannot use it
+        with pytest.raises(MCPError) as moved:
+            await client.session.call_tool(
+                "run_code",
+                {"code": 'await tools.up_store({"key": "other", "delay": 0})'},
+                input_responses={key: APPROVED},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+    assert refusals == [types.INVALID_PARAMS] * 3
+    assert moved.value.error.code == types.INVALID_PARAMS
+    assert "stored" not in audit.read_text()  # nothing forged ran the write
+
+
+async def test_an_approval_answered_twice_is_refused_the_second_time(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    config = write_config(tmp_path, {"up": upstream()}, approval=["up_store"])
+    audit = tmp_path / "audit.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_command(config, "--audit-log", str(audit)),
+        env=dict(os.environ),
+    )
+    code = 'await tools.up_store({"key": "x", "delay": 0})'
+    async with Client(params, mode="auto", elicitation_callback=never_called) as client:
+        first = await first_round(client, code)
+        key = next(iter(first.input_requests or {}))
+
+        async def answer() -> Any:
+            return await client.session.call_tool(
+                "run_code",
+                {"code": code},
+                input_responses={key: APPROVED},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+        result = await answer()
+        with pytest.raises(MCPError) as twice:
+            await answer()
+    assert isinstance(result, types.CallToolResult)
+    assert (result.structured_content or {})["result"] == "stored x"
+    assert twice.value.error.code == types.INVALID_PARAMS
+    assert "answered already" in twice.value.error.message or "no call" in twice.value.error.message
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    answers = [e["data"]["outcome"] for e in events if e["type"] == "approval_answer"]
+    stored = [e for e in events if e["type"] == "tool_call" and e["data"]["name"] == "up_store"]
+    assert answers == ["approved"] and len(stored) == 1  # asked once, ran once
+
+
+def test_a_forged_or_foreign_last_event_id_replays_nothing(config_path: Path) -> None:
+    import httpx
+
+    from test_mcp_gateway_relay import open_session, sse_events, start_slow_call
+
+    port = free_port()
+    command = [
+        sys.executable,
+        *serve_command(config_path, "--transport", "http", "--port", str(port)),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert listening(port, process, seconds=30)
+        url = f"http://127.0.0.1:{port}/mcp"
+        with httpx.Client(timeout=10) as http:
+            victim = open_session(http, url)
+            seen = start_slow_call(http, url, victim)  # the victim's events, with their ids
+            attacker = open_session(http, url)
+            replayed: dict[str, list[dict[str, str]]] = {}
+            for name, last in [("forged", "forged-id"), ("foreign", seen[-1]["id"])]:
+                got: list[dict[str, str]] = []
+                try:
+                    resume = {**attacker, "last-event-id": last}
+                    with http.stream("GET", url, headers=resume, timeout=3) as stream:
+                        got.extend(sse_events(stream.iter_lines()))
+                except httpx.ReadTimeout:
+                    pass  # an open stream with nothing on it
+                replayed[name] = got
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)
+    for name, got in replayed.items():
+        assert not [e for e in got if e.get("data")], (name, got)  # none of the victim's

@@ -10,6 +10,10 @@ Needs the ``mcp`` extra.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import socket
+import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -24,6 +28,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import gateway_options, load_config
 from toolnexus.mcp._gateway import RESERVED_NAMES, Gateway, GatewayMode
 from toolnexus.mcp._proxy import Upstreams
+from toolnexus.mcp._relay import Relay
 from toolnexus.tools import Tool
 from toolnexus.tools.mcp import mcp_servers
 
@@ -63,9 +68,19 @@ async def serve(
 
 
 async def run_gateway(
-    gateway: Gateway, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000
+    gateway: Gateway,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``gateway`` over ``transport`` until it closes (see `serve`)."""
+    """Serve ``gateway`` over ``transport`` until it closes (see `serve`); over HTTP on
+    ``sock`` when given (see `listening_socket`), else on ``host:port``.
+
+    Raises:
+        ConfigurationError: a bad transport, or a port that cannot be listened on.
+    """
     server = gateway.server
     if transport == "stdio":
         async with stdio_server() as (read, write):
@@ -75,9 +90,68 @@ async def run_gateway(
         raise ConfigurationError(f"transport must be 'stdio' or 'http', got {transport!r}.")
     import uvicorn
 
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    sock = sock if sock is not None else listening_socket(host, port)
+    config = uvicorn.Config(http_app(gateway, host), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def http_app(gateway: Gateway, host: str = "127.0.0.1") -> Any:
+    """The gateway as a streamable HTTP ASGI app at ``/mcp``, resumable (SEP-1699): a priming
+    event and ``retry`` on each stream, an event store per session bounded by size and age
+    (see `ResumableSessions`); DNS-rebinding protection on a loopback ``host``."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from toolnexus.mcp._resumable import ResumableSessions
+
+    security = None
+    if _loopback(host):
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    sessions = ResumableSessions(app=gateway.server, security_settings=security)
+    return Starlette(
+        routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions))],
+        lifespan=lambda app: sessions.run(),
+    )
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, bound now, so a bad port is known at once.
+
+    Raises:
+        ConfigurationError: the port is out of range, in use, or cannot be bound (one line
+            saying which, and what to do).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigurationError(f"--port must be a port number from 1 to 65535, got {port!r}.")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except socket.gaierror as exc:
+        raise ConfigurationError(f"--host {host!r} is not an address: {exc.strerror}.") from None
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        hint = "; choose another --port" if exc.errno == 98 else ""
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {why}{hint}.") from None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _say(line: str) -> None:
+    """One line on stderr (stdout is the stdio transport's)."""
+    print(f"toolnexus: {line}", file=sys.stderr, flush=True)
 
 
 async def serve_config(
@@ -93,30 +167,52 @@ async def serve_config(
     their tools and ``extra_tools``; ``overrides`` (not ``None``) win over the config's
     ``toolnexus`` options.
 
+    The upstream servers' requests (sampling, elicitation, roots) and progress are relayed
+    to the client whose call caused them (see `Relay`). At start, one line on stderr says the
+    transport and address, the upstreams that came up and those that failed, with why; a
+    non-loopback ``host`` (there is no authentication) adds a warning.
+
     Raises:
-        ConfigurationError: a bad server entry or option.
+        ConfigurationError: a bad server entry or option; a port out of range or in use
+            (found before any upstream starts).
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
     durable = options.pop("durable", None)  # run_code tasks as Temporal workflows (_durable.py)
-    upstream = {"mcpServers": _on_sessions(config.get("mcpServers", {}))}
+    sock = listening_socket(host, port) if transport == "http" else None
+    relay = Relay()
+    servers = {
+        name: {**relay.handlers(str(name)), **entry} if isinstance(entry, Mapping) else entry
+        for name, entry in dict(_on_sessions(config.get("mcpServers", {}))).items()
+    }
     reserved = {*RESERVED_NAMES, *(t.name for t in extra_tools)}
-    async with mcp_servers(upstream, reserved=reserved) as tools:
+    async with mcp_servers({"mcpServers": servers}, reserved=reserved) as tools:
+        relay.server_of = tools.server_of
         upstreams = Upstreams(tools)
         await upstreams.index()  # two servers claiming one resource URI stop it here
         gateway = Gateway(
-            [*tools, *extra_tools], failures=dict(tools.failures), upstreams=upstreams, **options
+            [*tools, *extra_tools],
+            failures=dict(tools.failures),
+            upstreams=upstreams,
+            relay=relay,
+            **options,
         )
 
         async def changed(current: Sequence[Tool]) -> None:
             await gateway.update([*current, *extra_tools])
 
         tools.on_change(changed)
+        _say(_started(transport, host, port, tools))
+        if transport == "http" and not _loopback(host):
+            _say(
+                f"warning: --host {host} is not a loopback address and the gateway has no "
+                "authentication: anyone who can reach it can run programs and call your tools."
+            )
         async with contextlib.AsyncExitStack() as stack:
             if durable is not None:
                 from toolnexus.mcp._durable import durable_tasks  # needs the temporal extra
 
                 await stack.enter_async_context(durable_tasks(gateway, durable))
-            await run_gateway(gateway, transport=transport, host=host, port=port)
+            await run_gateway(gateway, transport=transport, host=host, port=port, sock=sock)
 
 
 UPSTREAM_PROTOCOL = "legacy"
@@ -136,3 +232,15 @@ def _on_sessions(servers: Any) -> Any:
         name: {"protocol": UPSTREAM_PROTOCOL, **entry} if isinstance(entry, Mapping) else entry
         for name, entry in servers.items()
     }
+
+
+def _started(transport: str, host: str, port: int, tools: Any) -> str:
+    """The start line: where the gateway serves, what came up and what failed, with why."""
+    where = "stdio" if transport == "stdio" else f"streamable HTTP at http://{host}:{port}/mcp"
+    counts = Counter(tools.server_of(t.name) for t in tools)
+    up = ", ".join(f"{name} ({n} tools)" for name, n in sorted(counts.items()) if name) or "none"
+    line = f"serving MCP over {where}; upstream servers up: {up}"
+    if tools.failures:
+        failed = "; ".join(f"{name}: {why}" for name, why in sorted(tools.failures.items()))
+        line += f"; failed: {failed}"
+    return line

@@ -21,8 +21,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcp import types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
 
 from toolnexus._checks import positive_int, refuse_unknown
 from toolnexus._version import __version__
@@ -46,6 +50,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import BUDGET_KEYS
 from toolnexus.mcp._lane import SessionLanes
 from toolnexus.mcp._proxy import RAW_RESULT, Upstreams
+from toolnexus.mcp._relay import CallScope, Parked, Refused, Relay, current_call
 from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
@@ -113,6 +118,13 @@ MAX_SHOWN = 2000
 """The most characters of a call's arguments shown in an approval question; the rest is cut
 with a marker saying how many characters were left out."""
 
+MAX_NAMED = 50
+"""The most tool names an unknown-tool error lists (then how many more there are)."""
+
+DEFAULT_BUDGET = 120.0
+"""Seconds a direct call's questions (approval, relayed requests) may wait for the client
+when its tool sets no timeout; a program's are bounded by its sandbox's ``timeout``."""
+
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"approve": {"type": "boolean", "description": "Run this call?"}},
@@ -156,6 +168,9 @@ class Gateway:
         upstreams: The MCP servers behind the gateway as a proxy (`Upstreams`): their tools
             are listed and answered verbatim, and their resources, prompts, completion and
             logging are served (see ``toolnexus.mcp._proxy``).
+        relay: Where the upstream servers' requests (sampling, elicitation, roots, progress)
+            find the client call they belong to (see `Relay.handlers`); a fresh one by
+            default.
 
     Raises:
         ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``; an
@@ -181,6 +196,7 @@ class Gateway:
         always_loaded: Sequence[str] = (),
         name: str = "toolnexus",
         upstreams: Upstreams | None = None,
+        relay: Relay | None = None,
     ) -> None:
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
@@ -204,12 +220,20 @@ class Gateway:
         self._clients: weakref.WeakSet[Any] = weakref.WeakSet()  # connections, see _remember
         self.upstreams = upstreams
         self.lanes = SessionLanes(self.max_parallel)  # one per client session (`_lane`)
+        self.relay = relay if relay is not None else Relay()
+        self._parked = Parked()
+        self._bus = InMemorySubscriptionBus()  # 2026-07-28 clients listen for list changes
         self._offer(tools)
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             name,
             version=__version__,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        # request states (InputRequiredResult rounds) sealed under a key of this process
+        self.server.middleware.append(
+            RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
         )
         if upstreams is not None:
             upstreams.install(self.server, lambda: list(self._clients))
@@ -242,6 +266,7 @@ class Gateway:
         rendered again and every connected client is sent ``notifications/tools/list_changed``
         (clients re-list; a client that went away is skipped)."""
         self._offer(tools)
+        await self._bus.publish(ToolsListChanged())
         for client in list(self._clients):
             try:
                 await client.send_tool_list_changed()
@@ -288,35 +313,86 @@ class Gateway:
         return types.ListToolsResult(tools=offered)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """One ``tools/call``: ``run_code``, ``tool_search`` or a tool itself.
+
+        The call runs in a `CallScope`, which carries its questions (approvals, relayed
+        upstream requests) to this client: inline before 2026-07-28, as
+        ``InputRequiredResult`` rounds on it (a round's ``requestState`` resumes the call).
+
+        Raises:
+            MCPError: (-32602) an unknown tool, naming the tools there are; a
+                ``requestState`` this gateway did not issue, or one answered already.
+        """
         self._remember(ctx.session)
+        if params.request_state is not None:
+            return await self._parked.resume(ctx, params.request_state, params.input_responses)
         arguments = dict(params.arguments or {})
-        lane = _client_session(ctx)
-        if params.name == RUN_CODE_NAME:
-            return await self.lanes.run(
-                lane, RUN_CODE_TOOL, arguments, lambda: self._run_code(ctx, arguments)
-            )
         if params.name == TOOL_SEARCH and self.tiered:
             return self._search(arguments)
+        lane = _client_session(ctx)
+        if params.name == RUN_CODE_NAME:
+            budget = _budget(self.runtime)
+
+            def work(scope: CallScope) -> Any:
+                return self._run_code(scope, arguments)
+
+            return await self.lanes.run(
+                lane,
+                RUN_CODE_TOOL,
+                arguments,
+                lambda: self._in_scope(CallScope(ctx, budget=budget), work),
+            )
         tool = next((t for t in self.granted if t.name == params.name), None)
         if self.mode != "both" or tool is None:
-            return _failed(f"unknown tool {params.name!r}; this server offers {RUN_CODE_NAME}")
-        return await self.lanes.run(
-            lane, tool, arguments, lambda: self._direct(ctx, tool, arguments)
-        )
+            raise MCPError(code=types.INVALID_PARAMS, message=self._unknown(params.name))
+        found = tool
+
+        def direct(scope: CallScope) -> Any:
+            return self._direct(scope, found, arguments)
+
+        scope = CallScope(ctx, budget=tool.timeout or DEFAULT_BUDGET, forward_progress=True)
+        return await self.lanes.run(lane, tool, arguments, lambda: self._in_scope(scope, direct))
 
     def _listing(self, tool: Tool) -> types.Tool:
         """A tool as the client sees it listed: an upstream's as its server listed it."""
         listed = self.upstreams.listing(tool) if self.upstreams is not None else None
         return listed if listed is not None else _listed(tool)
 
+    def _unknown(self, name: str) -> str:
+        offered = [RUN_CODE_NAME, *([TOOL_SEARCH] if self.tiered else [])]
+        if self.mode == "both":
+            offered += [t.name for t in self.granted]
+        shown = ", ".join(offered[:MAX_NAMED])
+        if len(offered) > MAX_NAMED:
+            shown += f" and {len(offered) - MAX_NAMED} more (see tools/list)"
+        return f"Unknown tool {name!r}; the tools are: {shown}"
+
+    async def _in_scope(self, scope: CallScope, work: Callable[[CallScope], Any]) -> Any:
+        """Run ``work`` for one call, known to the relay while it runs (see `CallScope`)."""
+
+        async def tracked(scope: CallScope) -> Any:
+            self.relay.active.add(scope)
+            try:
+                return await work(scope)
+            finally:
+                self.relay.active.discard(scope)
+
+        if scope.modern:
+            return await self._parked.start(scope, tracked)
+        token = current_call.set(scope)
+        try:
+            return await tracked(scope)
+        finally:
+            current_call.reset(token)
+
     # -- run_code --------------------------------------------------------------------------------
 
-    async def _run_code(self, ctx: Any, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _run_code(self, scope: CallScope, arguments: dict[str, Any]) -> types.CallToolResult:
         code = arguments.get("code")
         if not isinstance(code, str) or not code.strip():
             return _program_failed("run_code needs the program as a non-empty string in 'code'")
         call_id = self._audit_id()
-        progress = _Progress(ctx.session, self.flush_audit)
+        progress = _Progress(scope, self.relay, self.flush_audit)
         try:
             output = await run_program(
                 code,
@@ -325,7 +401,7 @@ class Gateway:
                 policy=self.policy,
                 session=self.session,
                 max_parallel=self.max_parallel,
-                approval_handler=_approval(ctx.session, "A program"),
+                approval_handler=self._approver(scope, "A program", call_id),
                 hooks=ToolHooks(before=[progress.started], after=[progress.finished]),
                 call_id=call_id,
                 description=_text(arguments.get("description")) or "a program",
@@ -335,6 +411,7 @@ class Gateway:
             raise
         finally:
             self.flush_audit()
+        await progress.ended_run()
         text = json.dumps(output, ensure_ascii=False)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
@@ -360,7 +437,7 @@ class Gateway:
         """A fresh audit id (``mcp-<n>``): request ids repeat across clients, these do not."""
         return f"mcp-{next(self._ids)}"
 
-    async def _direct(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Any:
+    async def _direct(self, scope: CallScope, tool: Tool, arguments: dict[str, Any]) -> Any:
         """One tool called directly (``"both"`` mode), by the path a program's sub-call takes
         (`direct_dispatch`: the policy's ``approval_required`` and ``strict`` mode, the
         ``approval`` option, elicitation), and in the audit log as it starts and ends."""
@@ -372,16 +449,17 @@ class Gateway:
         self.flush_audit()
         run_ctx: RunContext[Any] = RunContext(
             policy=self.policy,
-            approval_handler=_approval(ctx.session, "The client"),
+            approval_handler=self._approver(scope, "The client", call_id),
             session=self.session,
             call_id=call_id,
         )
         called = tool if self.upstreams is None else self.upstreams.verbatim(tool)
         flight = (
-            self.upstreams.in_flight(tool, ctx.session, getattr(ctx, "request_id", None))
+            self.upstreams.in_flight(tool, scope.session, scope.request_id)
             if self.upstreams is not None
             else contextlib.nullcontext()
         )
+        self.relay.enter(scope, tool.name)
         try:
             with flight:
                 outcome = await direct_dispatch(called, arguments, run_ctx)
@@ -389,6 +467,8 @@ class Gateway:
             self.session.log_event("tool_call_cancelled", {"id": call_id})
             self.flush_audit()
             raise
+        finally:
+            self.relay.leave(scope, tool.name)
         self.session.append(
             "tool_result",
             {
@@ -405,6 +485,20 @@ class Gateway:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)], is_error=not outcome.ok
         )
+
+    def _approver(self, scope: CallScope, who: str, call_id: str) -> Any:
+        """An approval handler asking ``scope``'s client (see `ask_approval`), each outcome in
+        the audit log (``approval_answer``: the call, the tool and how it was answered)."""
+
+        async def approve(name: str, args: dict[str, Any]) -> bool:
+            outcome = await ask_approval(scope, who, name, args)
+            self.session.log_event(
+                "approval_answer", {"id": call_id, "tool": name, "outcome": outcome}
+            )
+            self.flush_audit()
+            return outcome == "approved"
+
+        return approve
 
     def flush_audit(self) -> None:
         """Append the session events not yet in the audit log (called as calls start and end,
@@ -430,56 +524,78 @@ class Gateway:
 
 
 class _Progress:
-    """Progress notifications for one program: a step each time a sub-call starts or ends."""
+    """Progress notifications for one program: one step each time a sub-call starts or ends,
+    so the progress strictly increases; the total is given once known (the program ended).
+    Each message names the sub-call (its tool and its number in the program)."""
 
-    def __init__(self, session: ServerSession, flush: Callable[[], None]) -> None:
-        self.session = session
+    def __init__(self, scope: CallScope, relay: Relay, flush: Callable[[], None]) -> None:
+        self.scope = scope
+        self.relay = relay
         self.flush = flush
+        self.step = 0
         self.begun = 0
         self.ended = 0
+        self.numbers: dict[int, int] = {}  # id of a call's args -> its number
 
     async def started(self, name: str, args: dict[str, Any], ctx: Any) -> None:
         self.begun += 1
+        self.numbers[id(args)] = self.begun
+        self.relay.enter(self.scope, name)
         self.flush()
-        await self._report(f"{name} started")
+        await self._report(f"call {self.begun} ({name}) started")
 
     async def finished(self, name: str, args: dict[str, Any], outcome: Any, ctx: Any) -> None:
         self.ended += 1
+        self.relay.leave(self.scope, name)
         self.flush()
-        await self._report(f"{name} finished")
+        number = self.numbers.pop(id(args), self.ended)
+        await self._report(f"call {number} ({name}) finished")
+
+    async def ended_run(self) -> None:
+        """The last step: the program ended, so the total is known."""
+        self.step += 1
+        await self.scope.report_progress(
+            self.step, self.step, f"the program ended ({self.ended} of {self.begun} calls done)"
+        )
 
     async def _report(self, message: str) -> None:
-        try:
-            await self.session.report_progress(
-                self.ended, None, f"{message} ({self.ended} of {self.begun} calls done)"
-            )
-        except Exception:  # a client that went away must not fail the program
-            logger.debug("could not send a progress notification", exc_info=True)
+        self.step += 1
+        await self.scope.report_progress(
+            self.step, None, f"{message} ({self.ended} of {self.begun} calls done)"
+        )
 
 
-def _approval(session: ServerSession, who: str) -> Any:
-    """An approval handler that asks the client's human through elicitation; ``who`` wants
-    to make the call (``"A program"``, ``"The client"``).
+async def ask_approval(scope: CallScope, who: str, name: str, args: dict[str, Any]) -> str:
+    """Ask ``scope``'s client's human whether ``who`` (``"A program"``, ``"The client"``)
+    may call ``name`` with ``args``, by form elicitation on the generation the client
+    negotiated; how it was answered: ``"approved"`` or why not (``"denied"``,
+    ``"declined"``, ``"cancelled"``, ``"timeout"``, ``"malformed"``, ``"no_capability"``,
+    ``"error"``).
 
     Consent is only an accepted answer whose ``approve`` is the boolean ``true`` of
-    `APPROVAL_SCHEMA` (``"false"``, ``1`` or a missing key refuse). The arguments are shown
-    whole up to `MAX_SHOWN` characters, else cut with a marker saying how much was left out
-    (so padding cannot push the part that matters out of sight unnoticed).
+    `APPROVAL_SCHEMA` (``"false"``, ``1`` or a missing key are malformed). The arguments are
+    shown whole up to `MAX_SHOWN` characters, else cut with a marker saying how much was
+    left out (so padding cannot push the part that matters out of sight unnoticed).
     """
-    capable = session.check_client_capability(
-        types.ClientCapabilities(elicitation=types.ElicitationCapability())
-    )
-
-    async def approve(name: str, args: dict[str, Any]) -> bool:
-        if not capable:
-            return False  # no one to ask: refused, never run
-        answer = await session.elicit_form(
-            f"{who} wants to call {name} with {shown(args)}. Allow it?", APPROVAL_SCHEMA
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=f"{who} wants to call {name} with {shown(args)}. Allow it?",
+            requested_schema=APPROVAL_SCHEMA,
         )
-        content = answer.content if isinstance(answer.content, dict) else {}
-        return answer.action == "accept" and content.get("approve") is True
-
-    return approve
+    )
+    try:
+        answer = await scope.ask(request, types.ElicitResult)
+    except Refused as refused:
+        return refused.kind
+    if answer.action == "decline":
+        return "declined"
+    if answer.action == "cancel":
+        return "cancelled"
+    content = answer.content if isinstance(answer.content, dict) else {}
+    approve = content.get("approve")
+    if approve is True:
+        return "approved"
+    return "denied" if approve is False else "malformed"
 
 
 def shown(args: dict[str, Any]) -> str:
@@ -536,6 +652,30 @@ def _check_names(tools: Sequence[Tool]) -> None:
                 f"two tools are named {tool.name!r}; only one could be called: rename one."
             )
         seen.add(tool.name)
+
+
+class _Server(Server[Any]):
+    """The SDK's server, announcing ``tools.listChanged`` (the gateway sends
+    ``notifications/tools/list_changed`` when an upstream's tools change) to handshake
+    clients on every transport; 2026-07-28 clients get it from ``subscriptions/listen``."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def _budget(runtime: CodeRuntime) -> float:
+    """Seconds a program's questions may wait: its sandbox's time budget."""
+    timeout = getattr(getattr(runtime, "budgets", None), "timeout", None)
+    return float(timeout) if isinstance(timeout, (int, float)) else DEFAULT_BUDGET
 
 
 def _runtime(language: str, budgets: Mapping[str, Any] | None) -> CodeRuntime:

@@ -113,6 +113,11 @@ class McpTools(list[Tool]):
         """Each tool's name -> its server's link and the tool as the server listed it (the
         gateway passes the listing and the results through verbatim from these)."""
 
+    def server_of(self, name: str) -> str | None:
+        """The server whose tool is offered here as ``name``, or ``None``."""
+        origin = self.origins.get(name)
+        return origin[0].server.name if origin is not None else None
+
     def on_change(self, listener: ToolsChanged) -> None:
         """Call ``await listener(tools)`` each time a server's tool list changed."""
         self._listeners.append(listener)

@@ -70,8 +70,10 @@ class ServerConfig:
             its ``params`` annotation admits ``ElicitRequestURLParams``).
         sampling_handler: ``await handler(context, params)`` answering the server's
             ``sampling/createMessage`` (the SDK's ``SamplingFnT``). Given: sampling is declared.
-        roots: The roots offered to the server (``file://`` URIs, or the SDK's ``Root``).
-            Given (even empty): the roots capability is declared.
+        roots: The roots offered to the server (``file://`` URIs, or the SDK's ``Root``), or
+            (from Python) ``await roots(context)`` returning the SDK's ``ListRootsResult``
+            each time the server asks (how the gateway relays its client's roots). Given
+            (even empty): the roots capability is declared.
         handler_timeout: Seconds a handler may take before the server is answered with an
             error (default 300).
         on_progress: ``await on_progress(server, tool, progress, total, message)`` for each
@@ -109,7 +111,7 @@ class ServerConfig:
     resources: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     elicitation_handler: Callable[..., Any] | None = field(default=None, compare=False)
     sampling_handler: Callable[..., Any] | None = field(default=None, compare=False)
-    roots: tuple[Any, ...] | None = None
+    roots: tuple[Any, ...] | Callable[..., Any] | None = None
     handler_timeout: float | None = DEFAULT_HANDLER_TIMEOUT
     on_progress: Callable[..., Any] | None = field(default=None, compare=False)
     task_calls: str = "auto"
@@ -154,7 +156,7 @@ class _Entry(BaseModel):
     resources: dict[str, Any] = {}
     elicitation_handler: Any = None
     sampling_handler: Any = None
-    roots: list[Any] | None = None
+    roots: Any = None
     handler_timeout: float | None = Seconds
     on_progress: Any = None
     task_calls: str = "auto"
@@ -272,7 +274,7 @@ def parse_config(config: Mapping[str, Any]) -> list[ServerConfig]:
                 resources=_resource_args(str(name), entry.resources),
                 elicitation_handler=entry.elicitation_handler,
                 sampling_handler=entry.sampling_handler,
-                roots=tuple(entry.roots) if entry.roots is not None else None,
+                roots=tuple(entry.roots) if isinstance(entry.roots, list) else entry.roots,
                 handler_timeout=entry.handler_timeout or DEFAULT_HANDLER_TIMEOUT,
                 on_progress=entry.on_progress,
                 task_calls=entry.task_calls,
@@ -295,7 +297,11 @@ def _check_extras(server: str, entry: _Entry) -> None:
         value = getattr(entry, key)
         if value is not None and not callable(value):
             raise ConfigurationError(f"{where}{key} must be {MUST_BE[key]}, got {value!r:.60}.")
-    for root in entry.roots or []:
+    if entry.roots is not None and not isinstance(entry.roots, list) and not callable(entry.roots):
+        raise ConfigurationError(
+            f"{where}roots must be {MUST_BE['roots']}, got {entry.roots!r:.60}."
+        )
+    for root in entry.roots if isinstance(entry.roots, list) else []:
         uri = root if isinstance(root, str) else getattr(root, "uri", None)
         if not str(uri or "").startswith("file://"):
             raise ConfigurationError(f"{where}roots must be {MUST_BE['roots']}, got {root!r:.60}.")

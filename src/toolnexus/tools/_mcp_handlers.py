@@ -2,7 +2,8 @@
 
 The user answers through handlers with the ``mcp`` SDK's own callback signatures
 (``await handler(context, params)`` returning the SDK's result type or an ``ErrorData``), given
-per server as ``elicitation_handler=``, ``sampling_handler=`` and ``roots=``. Each capability is
+per server as ``elicitation_handler=``, ``sampling_handler=`` and ``roots=`` (a list, or a
+handler ``await roots(context)``). Each capability is
 declared to the server exactly when its handler (or ``roots``) is given; URL-mode elicitation
 is declared when the elicitation handler's ``params`` annotation admits
 ``ElicitRequestURLParams`` (the SDK's ``ElicitRequestParams`` does; a handler annotated with
@@ -123,7 +124,7 @@ def callbacks(
     *,
     elicitation: Callable[..., Awaitable[Any]] | None,
     sampling: Callable[..., Awaitable[Any]] | None,
-    roots: Sequence[Any] | None,
+    roots: Sequence[Any] | Callable[..., Awaitable[Any]] | None,
     timeout: float | None,
 ) -> dict[str, Any]:
     """The ``ClientSession`` keyword arguments that answer ``server``'s requests (only those
@@ -179,7 +180,15 @@ def callbacks(
             return error if error is not None else result
 
         found["sampling_callback"] = sample
-    if roots is not None:
+    if callable(roots):
+        asker = roots
+
+        async def ask_roots(context: Any) -> Any:
+            result, error = await _bounded(server, "roots", asker(context), timeout)
+            return error if error is not None else result
+
+        found["list_roots_callback"] = ask_roots
+    elif roots is not None:
         listed = ListRootsResult(
             roots=[
                 root if isinstance(root, Root) else Root.model_validate({"uri": str(root)})
