@@ -184,22 +184,25 @@ async def test_an_approval_inside_a_task_is_asked_on_the_tasks_result_stream(
         return {"action": "decline"}
 
     program = f'await tools.up_store({{"key": "{key}-p", "delay": 0}})'
+    async def asking(task: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + 30
+        while True:
+            state = (await client.task("get", task["taskId"]))["result"]
+            if state["status"] == "input_required":
+                return state
+            assert time.monotonic() < deadline, state
+            await asyncio.sleep(0.05)
+
     async with wire(url, capabilities={"elicitation": {"form": {}}}) as client:
+        # both tasks are calls of this session's lane: the direct write runs alone (its
+        # approval included), so the program's call waits for it to commit before it asks
         direct = await client.call_as_task("up_store", {"key": key, "delay": 0})
         in_program = await client.call_as_task("run_code", {"code": program})
-        states = []
-        for task in (direct, in_program):
-            deadline = time.monotonic() + 30
-            while True:
-                state = (await client.task("get", task["taskId"]))["result"]
-                if state["status"] == "input_required":
-                    break
-                assert time.monotonic() < deadline, state
-                await asyncio.sleep(0.05)
-            states.append(state)
+        states = [await asking(direct)]
         approved, asked = await client.rpc_answering(
             "tasks/result", {"taskId": direct["taskId"]}, approve
         )
+        states.append(await asking(in_program))
         declined, asked_again = await client.rpc_answering(
             "tasks/result", {"taskId": in_program["taskId"]}, decline
         )

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     INTERNAL_ERROR,
@@ -556,6 +557,24 @@ class _TaskSession:
             return await session.elicit_form(
                 message, requested_schema, related_request_id=request_id
             )
+        finally:
+            local.status("working", "answered")
+
+    async def send_request(self, request: Any, result_type: Any, *args: Any, **kw: Any) -> Any:
+        """A request of the gateway's to the client while the task runs (an approval, or an
+        upstream's question relayed): as `elicit_form`, on a ``tasks/result`` stream of the
+        task's client, the task ``input_required`` meanwhile."""
+        local = self._local
+        if self._session_modern():
+            return await self._session.send_request(request, result_type, *args, **kw)
+        local.status("input_required", f"waiting for the client's answer ({request.method})")
+        try:
+            while not local.channels:
+                local.channel_open.clear()
+                await local.channel_open.wait()
+            session, request_id = local.channels[-1]
+            related = ServerMessageMetadata(related_request_id=request_id)
+            return await session.send_request(request, result_type, metadata=related)
         finally:
             local.status("working", "answered")
 
