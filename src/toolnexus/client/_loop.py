@@ -40,8 +40,6 @@ from toolnexus.client._result import (
     made_record,
 )
 from toolnexus.client._turn import (
-    CALLS_LATE,
-    HOSTED_LATE,
     PENDING,
     RelayHandler,
     TurnCalls,
@@ -52,6 +50,7 @@ from toolnexus.client._turn_rule import (
     Stop,
     TurnRule,
     call_without_an_id,
+    calls_deadline,
     count_retries,
     provider_stop,
     turn_tool_choice,
@@ -711,7 +710,9 @@ async def _turn(
             yield reply
             return
         first_record = len(run.records)
-        deadline, late = _calls_deadline(config, hosted=batch.hosted)
+        deadline, late = calls_deadline(
+            config.calls_timeout, config.hosted_call_timeout, batch.hosted
+        )
         pending = False
         async for call, outcome in batch.outcomes(deadline, late):
             answered.append(outcome)
@@ -773,16 +774,6 @@ def _dropped_why(reply: AssistantTurn) -> str:
     if reply.ending == "refused":
         return f"the provider refused the turn ({reason})"
     return f"the conversation no longer fits the model's context window ({reason})"
-
-
-def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:
-    """How long a turn's calls may take in all, and what a call still running then is told:
-    ``calls_timeout``, or the shorter ``hosted_call_timeout`` when a hosted program waits."""
-    limit, late = config.calls_timeout, CALLS_LATE
-    hosted_limit = config.hosted_call_timeout if hosted else None
-    if hosted_limit is not None and (limit is None or hosted_limit <= limit):
-        limit, late = hosted_limit, HOSTED_LATE
-    return limit, late
 
 
 def _succeeded(future: asyncio.Future[Any]) -> bool:

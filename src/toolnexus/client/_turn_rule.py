@@ -38,9 +38,11 @@ from toolnexus.tools._outcome import RETRY
 
 __all__ = [
     "ASK_OUTPUT",
+    "CALLS_LATE",
     "CONTINUE",
     "DEFAULT_RETRIES",
     "DONE",
+    "HOSTED_LATE",
     "PAUSED",
     "PENDING",
     "RUN_CALLS",
@@ -52,6 +54,7 @@ __all__ = [
     "StopStatus",
     "TurnRule",
     "call_without_an_id",
+    "calls_deadline",
     "count_retries",
     "output_accepted",
     "provider_stop",
@@ -334,6 +337,30 @@ def provider_stop(
         f"the conversation no longer fits the model's context window ({reason}): the answer "
         "was cut off; shorten the history or start a new conversation"
     )
+
+
+CALLS_LATE = (
+    "the call did not finish within {seconds:g} s (calls_timeout: the most a turn's tool calls "
+    "may take in all); it was cancelled. Raise calls_timeout or make the tool faster"
+)
+HOSTED_LATE = (
+    "the call did not finish within {seconds:g} s (hosted_call_timeout): the provider's "
+    "program waiting for it would give up first, so it was answered as failed; raise "
+    "hosted_call_timeout or make the tool faster"
+)
+
+
+def calls_deadline(
+    calls_timeout: float | None, hosted_call_timeout: float | None, hosted: bool
+) -> tuple[float | None, str]:
+    """How long a turn's calls may take in all, and what a call still running then is told
+    (a template of ``seconds``): ``calls_timeout``, or the shorter ``hosted_call_timeout``
+    when a provider-hosted program made one of the calls (``hosted``) and waits for them."""
+    limit, late = calls_timeout, CALLS_LATE
+    hosted_limit = hosted_call_timeout if hosted else None
+    if hosted_limit is not None and (limit is None or hosted_limit <= limit):
+        limit, late = hosted_limit, HOSTED_LATE
+    return limit, late
 
 
 def turn_tool_choice(choice: str | None, every_turn: bool, turns: int) -> str | None:

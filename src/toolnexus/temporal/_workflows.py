@@ -41,7 +41,6 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.client._turn import CALLS_LATE
     from toolnexus.client._turn_rule import (
         RUN_CALLS,
         AskForOutput,
@@ -49,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         RunCalls,
         Stop,
         TurnRule,
+        calls_deadline,
         output_accepted,
     )
     from toolnexus.scheduling import SchedulingRule
@@ -481,7 +481,8 @@ def _calls_deadline(turn: dict[str, Any]) -> tuple[float, str] | None:
     from the end of the model's response), and what a call still running then is told."""
     if "deadline" not in turn:
         return None
-    return turn["deadline"], CALLS_LATE.format(seconds=turn["reply"]["calls_timeout"])
+    limit, late = calls_deadline(turn["reply"]["calls_timeout"], None, hosted=False)
+    return turn["deadline"], late.format(seconds=limit)
 
 
 def _transcript_too_big(size: int) -> str:
