@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import uuid
