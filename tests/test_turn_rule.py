@@ -160,7 +160,7 @@ scripts = st.lists(replies, min_size=1, max_size=12)
 limits = st.dictionaries(st.sampled_from(TOOLS), st.none() | st.integers(0, 3))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     script=scripts,
     max_turns=st.integers(1, 10),
@@ -185,7 +185,7 @@ def test_the_rule_ends_each_run_as_the_limits_say(
         assert asks <= output_retries  # so the model hands its result over at most +1 times
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     script=scripts,
     max_turns=st.integers(1, 10),
@@ -212,7 +212,7 @@ def test_a_stop_is_final_and_the_same_inputs_give_the_same_decisions(
     assert dict(rule.tries) == tries and rule.turns <= max_turns  # nothing counted after it
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     script=scripts,
     max_turns=st.integers(1, 10),

@@ -281,7 +281,7 @@ class RunWorkflow:
     """A whole agent run: each model request and each tool call is an activity.
 
     The loop is the client's: what happens after each reply and after its calls' outcomes is
-    decided by the client's own turn rule ([`TurnRule`][toolnexus.client._turn_rule.TurnRule]),
+    decided by the client's own turn rule (``TurnRule``, ``client/_turn_rule.py``),
     which the in-process loop executes too, so a durable run stops where ``client.run`` stops
     (``max_turns``, each tool's ``retries``, ``output_retries``, a refusal, a call without an
     id) with the same status and reason. The rule is pure, so it decides alike on every replay.
