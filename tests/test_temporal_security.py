@@ -833,3 +833,37 @@ async def test_a_durable_run_the_provider_refuses_ends_as_in_process(
     assert [r.id for r in local.tool_calls] == ["a"]
     _assert_same_run(durable, local)
     assert asked == local_asked
+
+
+async def test_a_run_continued_inside_a_turns_batch_goes_on_under_the_same_turn_rule(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """A boundary inside a turn's batch: the next run rebuilds the turn rule from the turns
+    and tries carried, takes the turn's reply again, and settles its calls where the last run
+    left them; the run stops at the same turn, for the same tool, as in process."""
+    looks = [(f"l{n}", "look", {"n": n}) for n in range(5)]
+    _answering(
+        provider,
+        [
+            Turn(calls=[("a1", "strict", {"n": "one"}), *looks]),
+            Turn(calls=[*looks, ("b1", "strict", {"n": "two"})]),
+            Turn(calls=[("c1", "strict", {}), *looks]),
+            Turn(text="never reached"),
+        ],
+    )
+    runs: list[Any] = []
+    durable, local, asked, local_asked = await _both(
+        temporal_address,
+        provider,
+        [look, STRICT],
+        durable_options={"continue_after": 12, "max_parallel": 1},
+        runs=runs,
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert len(runs) > 2 * local.turns  # boundaries fell inside the turns' batches
+    assert local.status == "incomplete" and local.turns == 3
+    assert local.stopped_by == (
+        "tool 'strict' needed another try more often than its retries (2) allow"
+    )
+    _assert_same_run(durable, local)
+    assert asked == local_asked
