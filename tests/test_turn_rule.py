@@ -264,6 +264,53 @@ def test_a_rule_rebuilt_from_its_turns_and_tries_decides_as_the_one_it_replaces(
     assert rest_stop == stop
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    script=scripts,
+    max_turns=st.integers(1, 10),
+    output_retries=st.none() | st.integers(0, 3),
+    allowed=limits,
+    cut=st.integers(0, 12),
+)
+def test_a_rule_rebuilt_inside_a_turns_calls_settles_them_as_the_one_it_replaces(
+    script: list[Reply],
+    max_turns: int,
+    output_retries: int | None,
+    allowed: dict[str, int | None],
+    cut: int,
+) -> None:
+    """A durable run continued as new inside a turn's batch rebuilds its rule ``settling``:
+    the next input is that turn's outcomes, and the run goes on as it would have."""
+    output = output_retries is not None
+    whole, _ = _drive(TurnRule(max_turns, output_retries), script, output, allowed)
+    rule = TurnRule(max_turns, output_retries)
+    decisions: list[Any] = []
+    for index in range(1000):
+        asked = rule.request()
+        decisions.append(asked)
+        if isinstance(asked, Stop):
+            break
+        reply = script[min(index, len(script) - 1)]
+        made = _calls(reply)
+        decided = rule.reply(reply.ending, made)
+        decisions.append(decided)
+        if decided is RUN_CALLS:
+            if index >= cut:  # the boundary: the next run goes on from here
+                rule = TurnRule(
+                    max_turns, output_retries, turns=rule.turns, tries=rule.tries, settling=True
+                )
+                cut = 1000
+            if reply.pending:
+                decisions.append(rule.waiting())
+            outcomes = _outcomes(reply)
+            received = output and output_accepted(made, outcomes)
+            decided = rule.settle(made, outcomes, allowed.get, received=received)
+            decisions.append(decided)
+        if isinstance(decided, Stop):
+            break
+    assert decisions == whole
+
+
 def test_a_reply_in_each_case() -> None:
     rule = TurnRule(max_turns=3)
     assert rule.request() == Ask(1)

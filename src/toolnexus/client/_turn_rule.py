@@ -134,6 +134,8 @@ class TurnRule:
             ``None``: a text answer ends the run.
         turns: Model replies the run already had (a durable run continued as new).
         tries: The tries counted so far, per tool (likewise).
+        settling: The run goes on inside the calls of its last reply (a durable run continued
+            as new inside a turn's batch): the next input is `settle`.
 
     Each method takes the input its phase expects: `request` before each model request,
     then `reply`, then (when it said `RUN_CALLS`) `settle` (or `waiting`). Once it has
@@ -152,6 +154,7 @@ class TurnRule:
         *,
         turns: int = 0,
         tries: Mapping[str, int] | None = None,
+        settling: bool = False,
     ) -> None:
         self.max_turns = max_turns
         self.output_retries = output_retries
@@ -159,7 +162,7 @@ class TurnRule:
         """Model replies so far (each request's, a refused one's included)."""
         self.tries: collections.Counter[str] = collections.Counter(tries or {})
         """Per tool, the responses that asked it to be tried again."""
-        self._phase: _Phase = "request"
+        self._phase: _Phase = "calls" if settling else "request"
         self._ended: Stop | None = None
 
     @property

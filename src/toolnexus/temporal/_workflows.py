@@ -303,7 +303,15 @@ class RunWorkflow:
             messages = await _quick(OPENING, request["prompt"], "opening")
         turns: list[dict[str, Any]] = state.get("turns", [])
         partial: list[Any] | None = state.get("partial")
-        rule = _rule(request, output, turns, state.get("tries", {}), partial is not None)
+        retries = output["retries"] if output is not None else None
+        tries = state.get("tries", {})  # a run continued inside a turn's batch settles it
+        rule = TurnRule(
+            request["max_turns"],
+            retries,
+            turns=len(turns),
+            tries=tries,
+            settling=partial is not None,
+        )
         while True:
             number = len(turns) - (1 if partial is not None else 0)
             decided: RunCalls | Continue | AskForOutput | Stop = RUN_CALLS
@@ -394,29 +402,6 @@ class RunWorkflow:
                 messages.append({"role": "user", "content": decided.message})
                 turn["asked_for_output"] = True
             # else the next turn: after calls, or a paused turn sent back as it is
-
-
-def _rule(
-    request: dict[str, Any],
-    output: dict[str, Any] | None,
-    turns: list[dict[str, Any]],
-    tries: dict[str, int],
-    in_turn: bool,
-) -> TurnRule:
-    """The run's turn rule, as the runs before this one left it: its turns and tries; when
-    this run goes on inside a turn's batch (``in_turn``), that turn's reply, taken again (it
-    was taken before: its calls are run)."""
-    retries = output["retries"] if output is not None else None
-    taken = len(turns) - (1 if in_turn else 0)
-    rule = TurnRule(request["max_turns"], retries, turns=taken, tries=tries)
-    if in_turn:
-        reply = turns[-1]["reply"]
-        rule.request()
-        again = rule.reply(
-            reply.get("ending", "answered"), [call_from_wire(c) for c in reply["calls"]]
-        )
-        assert isinstance(again, RunCalls)  # only a turn whose calls ran is carried over
-    return rule
 
 
 MODEL_FAILED = "a model request failed"
