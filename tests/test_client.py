@@ -555,6 +555,65 @@ async def test_without_a_handler_the_run_is_pending_and_resumes(
         await client.resume(done, {})
 
 
+async def test_a_resumed_turn_that_ends_the_run_makes_no_further_request() -> None:
+    """The answers complete the waiting turn, and the turn rule decides on it as on any turn:
+    a tool past its retries, or the output handed over, ends the run there (before, one more
+    model request was made, and its calls ran, before the run stopped)."""
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    from toolnexus import ModelRetry
+    from toolnexus.testing import FunctionModel
+    from toolnexus.tools.relay import relay_tool
+
+    class City(BaseModel):
+        name: str
+
+    @tool
+    def _flaky(n: int) -> str:
+        """Asks the model to try again, always."""
+        raise ModelRetry("try again")
+
+    flaky = dataclasses.replace(_flaky, name="flaky", retries=0)
+    pick = relay_tool("pick_color", "Ask the user for a color.")
+    asked: list[int] = []
+
+    def model(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        asked.append(len(messages))
+        if len(asked) == 1:
+            return [ToolCall("c1", "pick_color", {}), ToolCall("c2", "flaky", {"n": 1})]
+        return [ToolCall(f"later{len(asked)}", "flaky", {"n": 2})]
+
+    client = create_client(model=FunctionModel(model), code_mode="native")
+    pending = await client.run("go", tools=[pick, flaky])
+    assert pending.status == "pending"
+    stopped = await client.resume(pending, {"c1": "teal"})
+    assert stopped.status == "incomplete"
+    assert (
+        stopped.stopped_by
+        == "tool 'flaky' needed another try more often than its retries (0) allow"
+    )
+    assert [r.id for r in stopped.tool_calls] == ["c1", "c2"] and len(asked) == 1
+
+    asked.clear()
+
+    def hands_over(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        asked.append(len(messages))
+        if len(asked) == 1:
+            return [
+                ToolCall("c1", "pick_color", {}),
+                ToolCall("f1", "final_result", {"name": "Oslo"}),
+            ]
+        return "asked again"
+
+    client = create_client(model=FunctionModel(hands_over), code_mode="native")
+    pending = await client.run("go", tools=[pick], output_type=City)
+    done = await client.resume(pending, {"c1": "teal"})
+    assert done.status == "done" and done.output == City(name="Oslo")
+    assert len(asked) == 1 and done.turns == 1
+
+
 async def test_a_cancelled_run_keeps_the_result_of_a_call_that_finished_behind_a_slow_one() -> None:
     """Results commit in emitted order, so a call that finished behind a slow one had no
     committed outcome yet when the run was cancelled; it still gets its real result."""

@@ -802,3 +802,68 @@ async def test_a_durable_reply_with_a_call_without_an_id_runs_nothing_as_in_proc
     assert "'look' without a call id" in local.message
     assert durable.partial is not None and durable.partial.tool_calls == []  # nothing ran
     assert len(asked) == len(local_asked) == 1  # no result was sent back with an empty id
+
+
+def _refusal(text: str) -> str:
+    """A whole Chat Completions body whose turn the provider refused (``content_filter``)."""
+    message = {"role": "assistant", "content": text}
+    choice = {"index": 0, "message": message, "finish_reason": "content_filter"}
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    body = {"id": "r", "object": "chat.completion", "created": 0, "model": "m"}
+    return json.dumps(body | {"choices": [choice], "usage": usage})
+
+
+async def test_a_durable_run_the_provider_refuses_ends_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The turn rule decides on a refused reply for both loops: the run is ``"refused"``,
+    ``stopped_by`` says so, the refused turn's calls are not run and it never enters the
+    transcript."""
+    _answering(
+        provider,
+        [
+            Turn(calls=[("a", "look", {"n": 1})]),
+            Turn(raw=_refusal("I will not.")),
+        ],
+    )
+    durable, local, asked, local_asked = await _both(temporal_address, provider, [look])
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert local.status == "refused" and local.turns == 2
+    assert local.stopped_by == "the provider refused to answer (content_filter)"
+    assert [r.id for r in local.tool_calls] == ["a"]
+    _assert_same_run(durable, local)
+    assert asked == local_asked
+
+
+async def test_a_run_continued_inside_a_turns_batch_goes_on_under_the_same_turn_rule(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """A boundary inside a turn's batch: the next run rebuilds the turn rule from the turns
+    and tries carried, takes the turn's reply again, and settles its calls where the last run
+    left them; the run stops at the same turn, for the same tool, as in process."""
+    looks = [(f"l{n}", "look", {"n": n}) for n in range(5)]
+    _answering(
+        provider,
+        [
+            Turn(calls=[("a1", "strict", {"n": "one"}), *looks]),
+            Turn(calls=[*looks, ("b1", "strict", {"n": "two"})]),
+            Turn(calls=[("c1", "strict", {}), *looks]),
+            Turn(text="never reached"),
+        ],
+    )
+    runs: list[Any] = []
+    durable, local, asked, local_asked = await _both(
+        temporal_address,
+        provider,
+        [look, STRICT],
+        durable_options={"continue_after": 12, "max_parallel": 1},
+        runs=runs,
+    )
+    assert isinstance(durable, RunResult) and isinstance(local, RunResult)
+    assert len(runs) > 2 * local.turns  # boundaries fell inside the turns' batches
+    assert local.status == "incomplete" and local.turns == 3
+    assert local.stopped_by == (
+        "tool 'strict' needed another try more often than its retries (2) allow"
+    )
+    _assert_same_run(durable, local)
+    assert asked == local_asked

@@ -16,18 +16,17 @@ each of them recorded all the same (`_Run.dropped`).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolnexus._json import encodable_data, encodable_text, json_problem
 from toolnexus.client._history import own_state_only
 from toolnexus.client._models import InProcessStyle
-from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output
+from toolnexus.client._output import OUTPUT_TOOL, Output
 from toolnexus.client._result import (
     DoneEvent,
     RunResult,
@@ -41,11 +40,20 @@ from toolnexus.client._result import (
     made_record,
 )
 from toolnexus.client._turn import (
-    CALLS_LATE,
-    HOSTED_LATE,
     PENDING,
     RelayHandler,
     TurnCalls,
+)
+from toolnexus.client._turn_rule import (
+    AskForOutput,
+    Decision,
+    Stop,
+    TurnRule,
+    call_without_an_id,
+    calls_deadline,
+    count_retries,
+    provider_stop,
+    turn_tool_choice,
 )
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
@@ -64,11 +72,7 @@ from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.session import MAX_DEPTH, Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
-from toolnexus.tools._outcome import (
-    RETRY,
-    outcome_from_value,
-    retry_outcome,
-)
+from toolnexus.tools._outcome import outcome_from_value
 from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
@@ -95,8 +99,6 @@ DROPPED = (
     "model is not told of it"
 )
 """The outcome of a started call whose turn never enters the transcript (see `_Run.dropped`)."""
-DEFAULT_RETRIES = 1
-"""How often the model may try again a tool whose ``retries`` is ``None``."""
 
 
 class Meter(Protocol):
@@ -169,7 +171,7 @@ class _Run:
         self.messages = config.style.opening(history, prompt)
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
-        self.turns = 0
+        self.turns = 0  # the model's replies so far (as the turn rule counts them)
         self.text = ""
         offered = _offered_tools(config, tools)
         if output is not None:  # offered directly, whatever the mode: the run's way to end
@@ -191,11 +193,12 @@ class _Run:
         )
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
-        self.stopped_by: str | None = None  # a meter's reason, when it ended the run
+        self.stopped_by: str | None = None  # why the rule stopped the run early
         self.models: list[str] = []  # the model that answered each turn
-        self.retries: collections.Counter[str] = collections.Counter()  # tool -> tries asked
+        # what the run does next, decided by the turn rule from each reply and its outcomes
+        self.rule = TurnRule(config.max_turns, output.retries if output is not None else None)
+        self.decision: Decision | None = None
         self.decoded: dict[int, tuple[ToolCall, Any]] = {}  # id(call) -> (call, its arguments)
-        self.ended: RunStatus | None = None  # set when the provider ended the run itself
         # what later requests must carry (AssistantTurn.state), per endpoint: a container or
         # a previous_response_id names something only the endpoint that made it has
         self.states: dict[str, dict[str, Any]] = {}
@@ -247,19 +250,12 @@ class _Run:
         self.records.append(entry)
         return entry
 
-    def ask_for_output(self) -> None:
-        """Tell the model to answer through the output tool (counted as one of its tries).
-
-        Counted first: when the tries have run out the run stops, and the request is left out
-        of the transcript, which holds only what was sent (reused as history, it would put
-        two user turns in a row).
-        """
-        self.count_retries(
-            [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
-        )
-        if self.stopped_by is None:
-            self.messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
-            self.session.append("user_message", {"content": ASK_FOR_OUTPUT})
+    def ask_for_output(self, asked: AskForOutput) -> None:
+        """Tell the model to answer through the output tool (the rule counted the try: when
+        the tries had run out it stopped the run instead, and the request is left out of the
+        transcript, which holds only what was sent)."""
+        self.messages.append({"role": "user", "content": asked.message})
+        self.session.append("user_message", {"content": asked.message})
 
     def fell_back(self, failed: Style, next_style: Style, error: ProviderError) -> None:
         """Log that ``failed`` could not answer and ``next_style`` is asked instead."""
@@ -304,7 +300,14 @@ class _Run:
         again, it would only be refused again (the provider's advice is to leave it out).
         """
         answering = by or self.config.style
-        self.turns += 1
+        self.decision = self.rule.reply(
+            reply.ending,
+            reply.calls,
+            stop_reason=reply.stop_reason,
+            stop_details=reply.stop_details,
+            sender=f"the model at {self.config.style.base_url}",
+        )
+        self.turns = self.rule.turns
         self.usage.add(reply.usage)
         if self.config.meter is not None:
             self.config.meter.spend(reply.usage)
@@ -335,10 +338,8 @@ class _Run:
         self.session._append_json("assistant_message", data)
 
     def provider_stopped(self, reply: AssistantTurn) -> None:
-        """The provider ended the run: a refusal, or a conversation past the context window."""
-        self.ended, self.stopped_by = provider_stop(
-            reply.ending, reply.stop_reason, reply.stop_details
-        )
+        """The provider ended the run (a refusal, or a conversation past the context window):
+        logged as a ``model_stop`` event (the rule's `Stop` says how the run ends)."""
         self.session.log_event(
             "model_stop",
             {
@@ -384,62 +385,13 @@ class _Run:
         self.messages.extend(self.config.style.results(calls, outcomes))
         for call, outcome in zip(calls, outcomes, strict=True):
             record_tool_result(self.session, call, outcome)
-        self.count_retries(calls, outcomes)
-
-    def count_retries(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
-        """Count the tools the model was asked to try again; past a tool's ``retries``, the
-        run stops (``stopped_by`` says which tool).
-
-        One response's calls are counted once per tool: three calls of one tool asking for
-        another try in one response are one retry of that tool, the model's next response.
-        """
-        reason = count_retries(self.retries, calls, outcomes, self.allowed_retries)
-        if self.stopped_by is None:
-            self.stopped_by = reason
+        received = self.output is not None and self.output.received
+        self.decision = self.rule.settle(calls, outcomes, self.allowed_retries, received=received)
 
     def allowed_retries(self, name: str) -> int | None:
         """The ``retries`` of the offered tool ``name`` (``None``: not set, or no such tool)."""
         tool = self.kit.get(name)
         return None if tool is None else tool.retries
-
-
-def count_retries(
-    counts: collections.Counter[str],
-    calls: Sequence[ToolCall],
-    outcomes: Sequence[Outcome],
-    allowed: Callable[[str], int | None],
-) -> str | None:
-    """Count, in ``counts``, the tools one response's calls asked to try again; the reason the
-    run stops when a tool went past its ``retries`` (the first such tool in call order), else
-    ``None``.
-
-    One response's calls are counted once per tool: three calls of one tool asking for another
-    try in one response are one retry of that tool. ``allowed(name)``: the tool's ``retries``
-    (``None``: `DEFAULT_RETRIES`). Pure: the in-process loop and the durable one (a Temporal
-    workflow, which must decide the same way on every replay) both count with it.
-    """
-    asked = dict.fromkeys(  # in call order, each tool once
-        call.name
-        for call, outcome in zip(calls, outcomes, strict=True)
-        if outcome.metadata is not None and outcome.metadata.get(RETRY)
-    )
-    reason = None
-    for name in asked:
-        counts[name] += 1
-        limit = allowed(name)
-        limit = DEFAULT_RETRIES if limit is None else limit
-        if counts[name] > limit and reason is None:
-            reason = f"tool '{name}' needed another try more often than its retries ({limit}) allow"
-    return reason
-
-
-def turn_tool_choice(choice: str | None, every_turn: bool, turns: int) -> str | None:
-    """The tool choice of the request after ``turns`` answered turns: ``choice`` on the first
-    turn (or every turn, when ``every_turn``), else ``None`` (the style sends ``"auto"`` where
-    the wire needs it)."""
-    if choice is None or (turns > 0 and not every_turn):
-        return None
-    return choice
 
 
 def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None) -> dict[str, Any]:
@@ -477,23 +429,6 @@ def assistant_message(
         if json_problem(sent, max_depth=PROVIDER_DEPTH) is None:
             data["provider"] = {"style": family, "message": json.loads(json.dumps(sent))}
     return data
-
-
-def provider_stop(
-    ending: str, stop_reason: str | None, details: dict[str, Any] | None
-) -> tuple[RunStatus, str]:
-    """The status and ``stopped_by`` of a run the provider ended: a refusal, or a conversation
-    past the context window."""
-    reason = stop_reason or ending
-    if ending == "refused":
-        said = ", ".join(f"{k}: {v}" for k, v in (details or {}).items() if k != "type")
-        return "refused", f"the provider refused to answer ({reason}" + (
-            f"; {said})" if said else ")"
-        )
-    return "incomplete", (
-        f"the conversation no longer fits the model's context window ({reason}): the answer "
-        "was cut off; shorten the history or start a new conversation"
-    )
 
 
 def check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:
@@ -634,47 +569,34 @@ async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterat
         ProviderError: carrying the run so far as ``partial`` (status ``"error"``): the turns
             before the failure may have run tools with side effects.
     """
-    config = run.config
-    status: RunStatus = "incomplete"
-    while run.turns < config.max_turns:
-        if config.meter is not None and (reason := config.meter.check()) is not None:
-            run.stopped_by = reason
+    rule = run.rule
+    meter = run.config.meter
+    budget = meter.check if meter is not None else None
+    while True:
+        asked = rule.request(budget)  # max_turns, and the meter's verdict
+        if isinstance(asked, Stop):
+            stop = asked
             break
-        turn = run.turns + 1
+        turn = asked.turn
         run.session._append_json("turn_start", {"turn": turn})  # an int: JSON as it is
-        reply: AssistantTurn | None = None
         try:
             async for event in _turn(run, stream=stream, watched=watched):
-                if isinstance(event, AssistantTurn):
-                    reply = event
-                else:
+                if not isinstance(event, AssistantTurn):
                     yield event
         except ProviderError as exc:
             run.session.log_event("turn_end", {"turn": turn, "error": exc.message})
             exc.partial = run.result("error")
             raise
         run.session._append_json("turn_end", {"turn": turn})
-        if run.ended is not None:  # refused, or past the context window
-            status = run.ended
+        decided = run.decision  # from the reply, or from its calls' outcomes
+        if isinstance(decided, Stop):  # refused, retries or output, done, pending
+            stop = decided
             break
-        if run.waiting is not None:
-            status = "pending"
-            break
-        if run.stopped_by is not None:  # a tool's retries ran out
-            break
-        if run.output is not None and run.output.received:
-            status = "done"
-            break
-        if reply is not None and reply.ending == "paused":
-            continue  # sent back as it is, the turn goes on (bounded by max_turns)
-        if reply is not None and not reply.calls:
-            if run.output is None:
-                status = "done"
-                break
-            run.ask_for_output()  # text where a structured result was asked for
-            if run.stopped_by is not None:
-                break
-    yield DoneEvent(run.result(status))
+        if isinstance(decided, AskForOutput):  # text where a structured result was asked for
+            run.ask_for_output(decided)
+        # else the next turn: after calls, or a paused turn sent back as it is
+    run.stopped_by = stop.reason
+    yield DoneEvent(run.result(stop.status))
 
 
 def not_callers_fault(error: ProviderError) -> bool:
@@ -788,7 +710,9 @@ async def _turn(
             yield reply
             return
         first_record = len(run.records)
-        deadline, late = _calls_deadline(config, hosted=batch.hosted)
+        deadline, late = calls_deadline(
+            config.calls_timeout, config.hosted_call_timeout, batch.hosted
+        )
         pending = False
         async for call, outcome in batch.outcomes(deadline, late):
             answered.append(outcome)
@@ -798,9 +722,12 @@ async def _turn(
                 record = run.record(call, outcome)
                 if watched:
                     yield ToolResultEvent(record)
-        _refuse_calls_without_an_id(reply, config.style)
+        refused = run.decision
+        if isinstance(refused, Stop) and refused.status == "error":  # a call without an id
+            raise ProviderError(None, refused.reason or "")
         if pending:
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
+            run.decision = run.rule.waiting()
         elif reply.calls:
             run.results(reply.calls, answered)
         yield reply
@@ -847,36 +774,6 @@ def _dropped_why(reply: AssistantTurn) -> str:
     if reply.ending == "refused":
         return f"the provider refused the turn ({reason})"
     return f"the conversation no longer fits the model's context window ({reason})"
-
-
-def call_without_an_id(calls: Sequence[ToolCall], model: str = "the model") -> str | None:
-    """Why a reply holding a call without an id ends the run (``None``: every call has one):
-    its result cannot be sent back (the next request would be refused), so it was not run.
-    Pure, for the durable loop too; ``model`` names who sent it."""
-    nameless = [call.name for call in calls if not call.id]
-    if not nameless:
-        return None
-    return (
-        f"{model} sent the tool call {nameless[0]!r} without a call id: no result can be sent "
-        "back for it, so it was not run (is the server speaking this style's wire format?)"
-    )
-
-
-def _refuse_calls_without_an_id(reply: AssistantTurn, style: Style) -> None:
-    """End the run with a `ProviderError` when the reply holds a call without an id."""
-    problem = call_without_an_id(reply.calls, f"the model at {style.base_url}")
-    if problem is not None:
-        raise ProviderError(None, problem)
-
-
-def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:
-    """How long a turn's calls may take in all, and what a call still running then is told:
-    ``calls_timeout``, or the shorter ``hosted_call_timeout`` when a hosted program waits."""
-    limit, late = config.calls_timeout, CALLS_LATE
-    hosted_limit = config.hosted_call_timeout if hosted else None
-    if hosted_limit is not None and (limit is None or hosted_limit <= limit):
-        limit, late = hosted_limit, HOSTED_LATE
-    return limit, late
 
 
 def _succeeded(future: asyncio.Future[Any]) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from toolnexus.client._turn_rule import CALLS_LATE, HOSTED_LATE
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import caller_id, precheck
@@ -32,12 +33,6 @@ NO_CALL_ID = (
     "it was not run"
 )
 
-HOSTED_LATE = (
-    "the call did not finish within {seconds:g} s (hosted_call_timeout): the provider's "
-    "program waiting for it would give up first, so it was answered as failed; raise "
-    "hosted_call_timeout or make the tool faster"
-)
-
 
 def _abandoned(outcome: Outcome) -> bool:
     """Whether a stopped lane answered the call because it had not finished."""
@@ -49,12 +44,6 @@ def _for_call(ctx: RunContext[Any], call_id: str, caller: str | None) -> RunCont
     made: RunContext[Any] = object.__new__(type(ctx))
     made.__dict__.update(ctx.__dict__, call_id=call_id, caller=caller)
     return made
-
-
-CALLS_LATE = (
-    "the call did not finish within {seconds:g} s (calls_timeout: the most a turn's tool calls "
-    "may take in all); it was cancelled. Raise calls_timeout or make the tool faster"
-)
 
 
 """The stand-in outcome of a relay call that no handler answered: the run becomes pending."""

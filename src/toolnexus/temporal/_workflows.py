@@ -25,7 +25,6 @@ ids stay unique and deterministic across runs; bookkeeping activities carry the 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -42,10 +41,17 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.client._loop import call_without_an_id, count_retries
-    from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
-    from toolnexus.client._turn import CALLS_LATE
-    from toolnexus.scheduling import SchedulingRule, ToolCall
+    from toolnexus.client._turn_rule import (
+        RUN_CALLS,
+        AskForOutput,
+        Continue,
+        RunCalls,
+        Stop,
+        TurnRule,
+        calls_deadline,
+        output_accepted,
+    )
+    from toolnexus.scheduling import SchedulingRule
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
@@ -63,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
         stored_size,
     )
     from toolnexus.tools import Resources, ToolResult
-    from toolnexus.tools._outcome import outcome_from_value, retry_outcome
+    from toolnexus.tools._outcome import outcome_from_value
 
 __all__ = [
     "BATCH_WORKFLOW",
@@ -274,15 +280,16 @@ def _fit(
 class RunWorkflow:
     """A whole agent run: each model request and each tool call is an activity.
 
-    The loop is the client's, with its limits: ask the model, run its calls by the rule, hand
-    the outcomes back, until it answers without calls (or, with an output type, hands over
-    its result), ``max_turns`` is reached, or a tool needed another try more often than its
-    ``retries`` allow (counted as in process, by the client's own `count_retries`). A turn's
-    calls are bounded in all by the workers' client's ``calls_timeout``, as in process. The
-    messages are built by the workers' client (its provider's shape), through activities, so
-    this code stays pure. A long run continues as new between turns, or inside a turn's
-    batch, carrying the messages, the turns so far, the tries counted and the outcomes of the
-    batch in progress.
+    The loop is the client's: what happens after each reply and after its calls' outcomes is
+    decided by the client's own turn rule (``TurnRule``, ``client/_turn_rule.py``),
+    which the in-process loop executes too, so a durable run stops where ``client.run`` stops
+    (``max_turns``, each tool's ``retries``, ``output_retries``, a refusal, a call without an
+    id) with the same status and reason. The rule is pure, so it decides alike on every replay.
+    A turn's calls are bounded in all by the workers' client's ``calls_timeout``, as in
+    process. The messages are built by the workers' client (its provider's shape), through
+    activities, so this code stays pure. A long run continues as new between turns, or inside
+    a turn's batch, carrying the messages, the turns so far, the tries counted and the
+    outcomes of the batch in progress.
     """
 
     @workflow.run
@@ -295,11 +302,23 @@ class RunWorkflow:
         else:
             messages = await _quick(OPENING, request["prompt"], "opening")
         turns: list[dict[str, Any]] = state.get("turns", [])
-        tries: collections.Counter[str] = collections.Counter(state.get("tries", {}))
         partial: list[Any] | None = state.get("partial")
-        while len(turns) < request["max_turns"] or partial is not None:
+        retries = output["retries"] if output is not None else None
+        tries = state.get("tries", {})  # a run continued inside a turn's batch settles it
+        rule = TurnRule(
+            request["max_turns"],
+            retries,
+            turns=len(turns),
+            tries=tries,
+            settling=partial is not None,
+        )
+        while True:
             number = len(turns) - (1 if partial is not None else 0)
+            decided: RunCalls | Continue | AskForOutput | Stop = RUN_CALLS
             if partial is None:
+                asked = rule.request()
+                if isinstance(asked, Stop):  # max_turns
+                    return _ended(plan, messages, turns, None, asked.status, asked.reason)
                 if plan.boundary():
                     error = _continue(
                         request,
@@ -307,7 +326,7 @@ class RunWorkflow:
                         messages=messages,
                         turns=turns,
                         partial=None,
-                        tries=dict(tries),
+                        tries=dict(rule.tries),
                     )
                     return _ended(plan, messages, turns, error)
                 size = _too_big(messages, plan.store)
@@ -322,12 +341,17 @@ class RunWorkflow:
                 if reply.get("calls_timeout") is not None:  # from the end of the response
                     turns[-1]["deadline"] = workflow.now().timestamp() + reply["calls_timeout"]
                 ending = reply.get("ending", "answered")
+                decided = rule.reply(
+                    ending,
+                    [call_from_wire(c) for c in reply["calls"]],
+                    stop_reason=reply.get("stop_reason"),
+                    stop_details=reply.get("stop_details"),
+                )
+                if isinstance(decided, Stop) and decided.status == "error":  # a call without
+                    return _ended(plan, messages, turns, decided.reason)  # an id: nothing ran
                 if ending in ("refused", "context_window"):  # never in the transcript
-                    status = "refused" if ending == "refused" else "incomplete"
-                    return _ended(plan, messages, turns, None, status=status)
-                nameless = call_without_an_id([call_from_wire(c) for c in reply["calls"]])
-                if nameless is not None:  # nothing is run, as in process
-                    return _ended(plan, messages, turns, nameless)
+                    assert isinstance(decided, Stop)
+                    return _ended(plan, messages, turns, None, decided.status, decided.reason)
                 messages.extend(reply["transcript"])
                 done: list[Any] = []
             else:
@@ -335,7 +359,7 @@ class RunWorkflow:
             partial = None
             turn = turns[-1]
             calls = turn["reply"]["calls"]
-            if calls:
+            if isinstance(decided, RunCalls):
                 waits = turn.setdefault("waits", [])
                 allowed = turn.setdefault("retries", {})
                 outcomes, finished = await run_calls(
@@ -357,7 +381,7 @@ class RunWorkflow:
                         messages=messages,
                         turns=turns,
                         partial=outcomes,
-                        tries=dict(tries),
+                        tries=dict(rule.tries),
                     )
                     turn["outcomes"] = outcomes
                     return _ended(plan, messages, turns, error)
@@ -369,26 +393,15 @@ class RunWorkflow:
                 name = plan.bookkeeping_id(f"results:{number}")
                 messages += await _quick(RESULTS, answers, name)
                 made = [call_from_wire(c) for c in calls]
-                reason = count_retries(
-                    tries, made, [outcome_from_wire(o) for o in outcomes], allowed.get
-                )
-                if reason is not None:  # a tool's retries ran out
-                    return _ended(plan, messages, turns, None, "incomplete", reason)
-                if output is not None and _received(made, outcomes):
-                    return _ended(plan, messages, turns, None, "done")
-            if turn["reply"].get("ending") == "paused":
-                continue  # sent back as it is, the turn goes on (bounded by max_turns)
-            if not calls:
-                if output is None:
-                    return _ended(plan, messages, turns, None, "done")
-                # text where a structured result was asked for: one of the output's tries
-                asked = [ToolCall("", OUTPUT_TOOL)], [retry_outcome(OUTPUT_TOOL, ASK_FOR_OUTPUT)]
-                reason = count_retries(tries, *asked, lambda _: output["retries"])
-                if reason is not None:
-                    return _ended(plan, messages, turns, None, "incomplete", reason)
-                messages.append({"role": "user", "content": ASK_FOR_OUTPUT})
+                settled = [outcome_from_wire(o) for o in outcomes]
+                received = output is not None and output_accepted(made, settled)
+                decided = rule.settle(made, settled, allowed.get, received=received)
+            if isinstance(decided, Stop):  # done, or a tool's (or the output's) tries ran out
+                return _ended(plan, messages, turns, None, decided.status, decided.reason)
+            if isinstance(decided, AskForOutput):  # text where a structured result was asked
+                messages.append({"role": "user", "content": decided.message})
                 turn["asked_for_output"] = True
-        return _ended(plan, messages, turns, None, "incomplete")
+            # else the next turn: after calls, or a paused turn sent back as it is
 
 
 MODEL_FAILED = "a model request failed"
@@ -453,15 +466,8 @@ def _calls_deadline(turn: dict[str, Any]) -> tuple[float, str] | None:
     from the end of the model's response), and what a call still running then is told."""
     if "deadline" not in turn:
         return None
-    return turn["deadline"], CALLS_LATE.format(seconds=turn["reply"]["calls_timeout"])
-
-
-def _received(calls: list[ToolCall], outcomes: list[Any]) -> bool:
-    """Whether the output tool accepted one of a turn's calls (the run's result)."""
-    return any(
-        call.name == OUTPUT_TOOL and outcome["error"] is None
-        for call, outcome in zip(calls, outcomes, strict=True)
-    )
+    limit, late = calls_deadline(turn["reply"]["calls_timeout"], None, hosted=False)
+    return turn["deadline"], late.format(seconds=limit)
 
 
 def _transcript_too_big(size: int) -> str:
