@@ -184,6 +184,7 @@ async def test_an_approval_inside_a_task_is_asked_on_the_tasks_result_stream(
         return {"action": "decline"}
 
     program = f'await tools.up_store({{"key": "{key}-p", "delay": 0}})'
+
     async def asking(task: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 30
         while True:
