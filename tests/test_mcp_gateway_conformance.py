@@ -8,9 +8,7 @@ their own names, so the upstream is configured with ``"prefix": false``.
 
 Every scenario the upstream passes alone must pass through the gateway in ``--mode both``; in
 ``--mode code`` the scenarios that apply (those that call no upstream tool: the gateway offers
-``run_code`` only) must pass. Behaviour built on another branch (the relay: sampling,
-elicitation, progress of direct calls, SSE resumability) is a non-strict xfail naming it.
-The last test prints the table of scenario results per mode.
+``run_code`` only) must pass. The last test prints the table of scenario results per mode.
 """
 
 from __future__ import annotations
@@ -62,15 +60,6 @@ SCENARIOS = [
     "prompts-get-with-image",
     "dns-rebinding-protection",
 ]
-RELAY = "relay: built on branch h31-relay"
-ON_THE_RELAY_BRANCH = {
-    "tools-call-with-progress": f"{RELAY} (upstream progress forwarded on direct calls)",
-    "tools-call-sampling": f"{RELAY} (sampling relayed to the gateway's client)",
-    "tools-call-elicitation": f"{RELAY} (elicitation relayed to the gateway's client)",
-    "elicitation-sep1034-defaults": f"{RELAY} (elicitation relayed to the gateway's client)",
-    "elicitation-sep1330-enums": f"{RELAY} (elicitation relayed to the gateway's client)",
-    "server-sse-polling": f"{RELAY} (SSE resumability: priming event, retry, event store)",
-}
 CALLS_AN_UPSTREAM_TOOL = {
     s
     for s in SCENARIOS
@@ -181,15 +170,8 @@ def test_the_upstream_fixture_passes_alone(
     assert verdict != "FAIL", RESULTS[("upstream:why", scenario)]
 
 
-def _both_param(scenario: str) -> object:
-    if scenario in ON_THE_RELAY_BRANCH:
-        mark = pytest.mark.xfail(reason=ON_THE_RELAY_BRANCH[scenario], strict=False)
-        return pytest.param(scenario, marks=mark)
-    return scenario
-
-
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("scenario", [_both_param(s) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_scenario_passes_through_the_gateway_in_both_mode(
     scenario: str, suite: Path, urls: dict[str, str], tmp_path: Path
 ) -> None:
@@ -224,19 +206,17 @@ def test_the_scenario_table(
                 cells.append("n/a")
                 continue
             verdict = _judge(suite, urls, mode, scenario, tmp_path)
-            if verdict == "FAIL" and mode == "both" and scenario in ON_THE_RELAY_BRANCH:
-                verdict = "xfail (relay)"
             cells.append(verdict)
         rows.append((scenario, *cells))
     width = max(len(s) for s in SCENARIOS)
-    lines = [f"{'scenario':<{width}}  {'upstream':<9} {'both':<14} code", "-" * (width + 34)]
-    lines += [f"{s:<{width}}  {u:<9} {b:<14} {c}" for s, u, b, c in rows]
+    lines = [f"{'scenario':<{width}}  {'upstream':<9} {'both':<9} code", "-" * (width + 34)]
+    lines += [f"{s:<{width}}  {u:<9} {b:<9} {c}" for s, u, b, c in rows]
     for mode in MODES:
         column = [row[1 + MODES.index(mode)] for row in rows]
         lines.append(
             f"{mode}: {column.count('pass')} of {len(SCENARIOS)} pass, {column.count('warn')} "
             f"warn (no check failed, a SHOULD not met), {column.count('n/a')} n/a, "
-            f"{column.count('xfail (relay)')} xfail (relay), {column.count('FAIL')} FAIL"
+            f"{column.count('FAIL')} FAIL"
         )
     warned = [(m, s) for m in MODES for s in SCENARIOS if RESULTS.get((m, s)) == "warn"]
     lines += [f"warn {m} {s}: {RESULTS[(f'{m}:why', s)]}" for m, s in warned]
