@@ -201,17 +201,18 @@ async def serve_config(
             await gateway.update([*current, *extra_tools])
 
         tools.on_change(changed)
-        _say(_started(transport, host, port, tools))
-        if transport == "http" and not _loopback(host):
-            _say(
-                f"warning: --host {host} is not a loopback address and the gateway has no "
-                "authentication: anyone who can reach it can run programs and call your tools."
-            )
         async with contextlib.AsyncExitStack() as stack:
-            if durable is not None:
+            if durable is not None:  # Temporal reached before the gateway says it serves
                 from toolnexus.mcp._durable import durable_tasks  # needs the temporal extra
 
                 await stack.enter_async_context(durable_tasks(gateway, durable))
+            _say(_started(transport, host, port, tools))
+            if transport == "http" and not _loopback(host):
+                _say(
+                    f"warning: --host {host} is not a loopback address and the gateway has no "
+                    "authentication: anyone who can reach it can run programs and call your "
+                    "tools."
+                )
             await run_gateway(gateway, transport=transport, host=host, port=port, sock=sock)
 
 

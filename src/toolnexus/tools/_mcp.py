@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import logging
 import re
@@ -576,8 +577,13 @@ class _Link:
     def _progress(self, tool: str, log: Any) -> Any:
         """A progress callback for one call of ``tool`` (it makes the SDK send a
         ``progressToken``): each notification goes to the server's ``on_progress``, the
-        session log (a bookkeeping ``mcp_progress`` event, never a message) and the log."""
+        session log (a bookkeeping ``mcp_progress`` event, never a message) and the log.
+
+        ``on_progress`` runs in the context of the call (its context variables as the caller
+        set them), not of the SDK's reader task the notification arrives on: so a hook can
+        tell which of several concurrent calls of one server a notification is for."""
         server = self.server
+        caller = contextvars.copy_context()
 
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             logger.debug(
@@ -596,8 +602,9 @@ class _Link:
                         },
                     )
             if server.on_progress is not None:
+                hook = server.on_progress(server.name, tool, progress, total, message)
                 try:
-                    await server.on_progress(server.name, tool, progress, total, message)
+                    await asyncio.get_running_loop().create_task(hook, context=caller)
                 except Exception:
                     logger.exception("the on_progress hook of MCP server %r failed", server.name)
 
