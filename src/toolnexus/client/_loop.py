@@ -58,7 +58,7 @@ from toolnexus.codemode import (
     visible_tools,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
-from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.errors import ConfigurationError, ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.session import MAX_DEPTH, Session
@@ -866,7 +866,7 @@ def _refuse_calls_without_an_id(reply: AssistantTurn, style: Style) -> None:
     """End the run with a `ProviderError` when the reply holds a call without an id."""
     problem = call_without_an_id(reply.calls, f"the model at {style.base_url}")
     if problem is not None:
-        raise ProviderError(None, problem)
+        raise ProviderProtocolError(None, problem)
 
 
 def _calls_deadline(config: LoopConfig, *, hosted: bool) -> tuple[float | None, str]:
