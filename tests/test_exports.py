@@ -145,8 +145,9 @@ def _drawn_tree(text: str) -> dict[str, str | None]:
     stack: list[tuple[int, str]] = []
     for line in text.splitlines():
         match = re.match(r"^([\s│├└─]*?)([A-Z]\w+)(?: \(|\s{2,}|$)", line.strip("\n"))
-        if match is None or not match.group(2).endswith(("Error", "Retry", "Limited", "Timeout",
-                                                          "Unreachable")):
+        if match is None or not match.group(2).endswith(
+            ("Error", "Retry", "Limited", "Timeout", "Unreachable")
+        ):
             continue
         depth = len(match.group(1))
         while stack and stack[-1][0] >= depth:
