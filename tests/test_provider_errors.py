@@ -263,3 +263,19 @@ def test_a_durable_runs_provider_error_is_rebuilt_as_its_class() -> None:
     assert type(older) is ProviderError and older.status == 500
     forged = _provider_error({"status": None, "kind": "ConfigurationError"}, "m")
     assert type(forged) is ProviderError  # only provider errors are rebuilt by name
+
+
+def test_no_style_recognises_an_error_by_its_class_name() -> None:
+    """SDK errors are classified with ``isinstance`` against each SDK's own classes."""
+    import re
+    from pathlib import Path
+
+    client = Path(__file__).parent.parent / "src" / "toolnexus" / "client"
+    by_name = re.compile(r"__name__\s*(==|!=|in\b)|__name__\.startswith|__module__")
+    found = [
+        f"{path.name}:{number}"
+        for path in sorted(client.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if by_name.search(line)
+    ]
+    assert found == []

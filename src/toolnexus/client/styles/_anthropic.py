@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anthropic
-import httpx
 
 from toolnexus._json import json_problem
 from toolnexus.client.styles._anthropic_cache import place_breakpoints
@@ -36,6 +35,7 @@ from toolnexus.client.styles._errors import (
     EmptyStream,
     SdkErrors,
     described,
+    http_library_errors,
     malformed,
     undecodable_body,
 )
@@ -44,6 +44,8 @@ from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._mcp_content import ContentParts
+
+_TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
 
 __all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
@@ -77,8 +79,8 @@ class AnthropicStyle(Style):
         connection=(anthropic.APIConnectionError,),
         status=(anthropic.APIStatusError,),
         rate_limited=(anthropic.RateLimitError,),
-        transport=(httpx.TransportError,),
-        connect_timeout=(httpx.ConnectTimeout,),
+        transport=_TRANSPORT,
+        connect_timeout=_CONNECT_TIMEOUT,
     )
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {

@@ -16,6 +16,7 @@ with backoff (honouring ``Retry-After``); 500 and timeouts are not, unless asked
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import socket
@@ -39,6 +40,7 @@ __all__ = [
     "EmptyStream",
     "SdkErrors",
     "described",
+    "http_library_errors",
     "lost_connection",
     "malformed",
     "provider_error",
@@ -79,10 +81,11 @@ class SdkErrors:
         connection: The connection failed or broke (``APIConnectionError``).
         status: The server answered with an error status (``APIStatusError``).
         rate_limited: The server answered 429 (``RateLimitError``).
-        transport: The HTTP library's own transport errors (``httpx.TransportError``), which a
-            raw event stream lets through when the connection drops mid-body.
-        connect_timeout: The HTTP library's connect timeout (``httpx.ConnectTimeout``), for
-            the root cause of a failed connection.
+        transport: The HTTP library's own transport errors (``httpx.TransportError``, or
+            ``httpx2``'s), which a raw event stream lets through when the connection drops
+            mid-body (`http_library_errors`).
+        connect_timeout: The HTTP library's connect timeout (``httpx.ConnectTimeout``, or
+            ``httpx2``'s), for the root cause of a failed connection.
     """
 
     base: tuple[type[BaseException], ...] = ()
@@ -96,6 +99,28 @@ class SdkErrors:
 
 NO_SDK = SdkErrors()
 """The errors of a style without its SDK (the in-process test models): none."""
+
+_HTTP_LIBRARIES = ("httpx", "httpx2")
+"""The HTTP libraries the official SDKs are built on: ``httpx``, and its fork ``httpx2``, which
+their current releases use instead."""
+
+
+def http_library_errors() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
+    """(``TransportError``, ``ConnectTimeout``) of each installed HTTP library an SDK may be
+    built on (`SdkErrors.transport`, `SdkErrors.connect_timeout`); a style calls it where it
+    imports its SDK, so these are already imported."""
+    transport: list[type[BaseException]] = []
+    connect_timeout: list[type[BaseException]] = []
+    for name in _HTTP_LIBRARIES:
+        try:
+            library = importlib.import_module(name)
+        except ImportError:
+            continue
+        transport.append(library.TransportError)
+        connect_timeout.append(library.ConnectTimeout)
+    return tuple(transport), tuple(connect_timeout)
 
 
 def lost_connection(exc: BaseException, sdk: SdkErrors) -> bool:

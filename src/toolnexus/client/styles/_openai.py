@@ -34,6 +34,7 @@ from toolnexus.client.styles._errors import (
     EmptyStream,
     SdkErrors,
     described,
+    http_library_errors,
     malformed,
     undecodable_body,
 )
@@ -43,17 +44,17 @@ from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
 
 try:
-    import httpx
     import openai
 
+    _TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
     SDK_ERRORS = SdkErrors(
         base=(openai.APIError,),
         timeout=(openai.APITimeoutError,),
         connection=(openai.APIConnectionError,),
         status=(openai.APIStatusError,),
         rate_limited=(openai.RateLimitError,),
-        transport=(httpx.TransportError,),
-        connect_timeout=(httpx.ConnectTimeout,),
+        transport=_TRANSPORT,
+        connect_timeout=_CONNECT_TIMEOUT,
     )
 except ImportError:  # the in-process test models reuse this style's shapes without the SDK
     SDK_ERRORS = NO_SDK
