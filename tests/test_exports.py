@@ -47,7 +47,7 @@ EXPECTED = {
         "create_client",
     ],
     toolnexus.scheduling: [
-        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
+        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"],

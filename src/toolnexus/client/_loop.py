@@ -65,7 +65,6 @@ from toolnexus.session import MAX_DEPTH, Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
 from toolnexus.tools._outcome import (
-    RETRY,
     outcome_from_value,
     retry_outcome,
 )
@@ -364,7 +363,7 @@ class _Run:
         records = []
         for call, outcome in zip(calls, known, strict=True):
             if outcome is None or outcome is PENDING:
-                outcome = Outcome.failure(call.name, DROPPED.format(why=why))
+                outcome = Outcome.failure(call.name, DROPPED.format(why=why), "dropped")
             record = self.record(call, outcome)
             records.append(record)
             data = {
@@ -421,7 +420,7 @@ def count_retries(
     asked = dict.fromkeys(  # in call order, each tool once
         call.name
         for call, outcome in zip(calls, outcomes, strict=True)
-        if outcome.metadata is not None and outcome.metadata.get(RETRY)
+        if outcome.reason == "retry"
     )
     reason = None
     for name in asked:
@@ -831,7 +830,7 @@ async def _turn(
             for index in range(len(answered), len(reply.calls)):
                 result = known[index] if index < len(known) else None
                 name = reply.calls[index].name
-                answered.append(result or Outcome.failure(name, CANCELLED))
+                answered.append(result or Outcome.failure(name, CANCELLED, "cancelled"))
             run.results(reply.calls, answered)
         elif dropped:
             reason = why or (_dropped_why(reply) if reply is not None else _CUT_SHORT)
