@@ -443,7 +443,7 @@ def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, st
             "model_timeout), its retries included; raise model_timeout, or bound the turn "
             "with the workers' client (turn_timeout, max_tokens in request_params)"
         )
-        return message, "error", None, None
+        return message, "error", None, {"status": None, "detail": None, "kind": "ProviderTimeout"}
     message = cause.message if isinstance(cause, FailureError) else str(cause)
     return message or MODEL_FAILED, "error", None, None
 
