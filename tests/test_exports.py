@@ -33,8 +33,9 @@ EXPECTED = {
     ],
     toolnexus.errors: [
         "AgentError", "ConfigurationError", "MissingExtraError", "ModelRetry", "PatchError",
-        "PayloadStoreError", "ProviderError", "SessionError", "ToolArgumentsError", "ToolError",
-        "ToolnexusError", "ViewError",
+        "PayloadStoreError", "ProviderError", "ProviderProtocolError", "ProviderRateLimited",
+        "ProviderStatusError", "ProviderTimeout", "ProviderUnreachable", "SessionError",
+        "ToolArgumentsError", "ToolError", "ToolnexusError", "ViewError",
     ],
     toolnexus.agents: [
         "AgentDefinition", "AgentError", "AgentRuntime", "Budget", "Handle", "TaskResult",
@@ -46,7 +47,7 @@ EXPECTED = {
         "create_client",
     ],
     toolnexus.scheduling: [
-        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
+        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"],
@@ -134,6 +135,48 @@ def test_errors_tree() -> None:
     assert str(ToolArgumentsError("t", [])) == (
         "invalid arguments for tool 't': arguments do not match the schema"
     )
+
+
+def _drawn_tree(text: str) -> dict[str, str | None]:
+    """Each class a drawn tree names, with the class it hangs under (``None``: a root)."""
+    import re
+
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in text.splitlines():
+        match = re.match(r"^([\s│├└─]*?)([A-Z]\w+)(?: \(|\s{2,}|$)", line.strip("\n"))
+        if match is None or not match.group(2).endswith(
+            ("Error", "Retry", "Limited", "Timeout", "Unreachable")
+        ):
+            continue
+        depth = len(match.group(1))
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[match.group(2)] = stack[-1][1] if stack else None
+        stack.append((depth, match.group(2)))
+    return parents
+
+
+def test_the_errors_tree_drawn_in_the_docstring_and_the_docs_is_the_class_tree() -> None:
+    """Every name in ``toolnexus.errors.__all__`` is drawn once, under its real base class, in
+    the module docstring and in docs/errors.md, and nothing else is drawn."""
+    from pathlib import Path
+
+    module = toolnexus.errors
+    docs = (Path(__file__).parent.parent / "docs" / "errors.md").read_text(encoding="utf-8")
+    for where, text in (("docstring", module.__doc__ or ""), ("docs/errors.md", docs)):
+        drawn = _drawn_tree(text)
+        assert sorted(drawn) == sorted(module.__all__), where
+        for name, parent in drawn.items():
+            cls = getattr(module, name)
+            toolnexus_bases = [b.__name__ for b in cls.__bases__ if b.__module__ == module.__name__]
+            assert toolnexus_bases == ([parent] if parent else []), (where, name)
+
+
+def test_model_retry_is_a_signal_outside_the_error_tree() -> None:
+    from toolnexus.errors import ModelRetry, ToolnexusError
+
+    assert not issubclass(ModelRetry, ToolnexusError) and issubclass(ModelRetry, Exception)
 
 
 def test_outcome_unwrap() -> None:

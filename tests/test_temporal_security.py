@@ -696,6 +696,30 @@ async def test_a_durable_turn_past_turn_timeout_fails_as_in_process(
     assert len(asked) == len(local_asked) == 2
 
 
+async def test_a_durable_runs_provider_error_is_of_the_class_raised_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """A model turn's failure crosses the workflow boundary with its class: a durable run's
+    500 is the same `ProviderStatusError` (status, message) as in process, and a turn past
+    ``turn_timeout`` the same `ProviderTimeout`."""
+    from toolnexus.errors import ProviderStatusError, ProviderTimeout
+
+    _answering(provider, [Turn(status=500)])
+    durable, local, _, _ = await _both(
+        temporal_address, provider, [look], client_options={"retries": 0}
+    )
+    assert type(durable) is type(local) is ProviderStatusError
+    assert isinstance(durable, ProviderError) and isinstance(local, ProviderError)
+    assert (
+        (durable.status, durable.message) == (local.status, local.message) == (500, local.message)
+    )
+    _answering(provider, [Turn(text="late", delay=3)])
+    durable, local, _, _ = await _both(
+        temporal_address, provider, [look], client_options={"turn_timeout": 0.5, "retries": 0}
+    )
+    assert type(durable) is type(local) is ProviderTimeout
+
+
 async def test_model_timeout_bounds_a_durable_model_turn_retries_included(
     temporal_address: str, provider: FakeProvider
 ) -> None:

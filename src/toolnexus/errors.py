@@ -8,9 +8,21 @@ The tree::
     ├── ToolArgumentsError (ValueError) arguments that do not match a tool's input schema
     ├── SessionError (ValueError)       an event the session log refuses (type or data)
     ├── ProviderError                   a model endpoint refused or failed a request
+    │   ├── ProviderTimeout             no answer in time (the request or the turn timeout)
+    │   ├── ProviderUnreachable         no connection, or it was lost before the answer ended
+    │   ├── ProviderStatusError         an HTTP error status (4xx, 5xx)
+    │   │   └── ProviderRateLimited     429: too many requests (``retry_after`` when given)
+    │   └── ProviderProtocolError       an answer that is not of the style's API (not JSON, ...)
+    ├── AgentError                      a sub-agent runtime verb used wrongly
+    ├── PatchError (ValueError)         a patch apply_patch cannot apply (nothing changed)
     ├── ToolError                       a failed tool call, as a program or caller sees it
     ├── ViewError (ValueError)          a file toolnexus.view cannot draw (not a session log)
     └── PayloadStoreError (ValueError)  a durable payload store reference or file it refuses
+
+    ModelRetry (Exception)             raised by a tool: the model reads the message, tries again
+
+``ModelRetry`` is a signal, not an error, and stands outside the tree: a tool's own
+``except ToolnexusError`` around its work does not swallow it.
 
 Exceptions are for the host developer. What a model-written program sees of a failure is kept
 to two strings, ``tool`` and ``message`` (see [`ToolError`][toolnexus.errors.ToolError] and
@@ -31,6 +43,11 @@ __all__ = [
     "PatchError",
     "PayloadStoreError",
     "ProviderError",
+    "ProviderProtocolError",
+    "ProviderRateLimited",
+    "ProviderStatusError",
+    "ProviderTimeout",
+    "ProviderUnreachable",
     "SessionError",
     "ToolArgumentsError",
     "ToolError",
@@ -92,6 +109,12 @@ class SessionError(ToolnexusError, ValueError):
 class ProviderError(ToolnexusError):
     """A model endpoint refused or failed a request (after the retries that could help).
 
+    Raised as one of its subclasses, which say the cause: `ProviderTimeout`,
+    `ProviderUnreachable`, `ProviderStatusError` (`ProviderRateLimited` for a 429) and
+    `ProviderProtocolError`. A plain ``ProviderError`` is a failure the server reported inside
+    an answer that was otherwise fine (an error object sent with status 200, a failed response
+    event) or one rebuilt from a durable run's record.
+
     Attributes:
         status: The HTTP status, or ``None`` when there was no response (connection refused,
             timeout, a turn past its time limit).
@@ -109,6 +132,50 @@ class ProviderError(ToolnexusError):
         self.detail = detail
         self.partial: Any = None
         super().__init__(message)
+
+
+class ProviderTimeout(ProviderError):
+    """The model endpoint gave no answer in time: the request's ``timeout`` or the whole turn's
+    ``turn_timeout`` ran out. ``status`` is ``None``."""
+
+
+class ProviderUnreachable(ProviderError):
+    """The model endpoint could not be reached (DNS, a refused connection, TLS), or the
+    connection was lost before the answer ended. ``status`` is ``None``; the message names the
+    root cause and the URL."""
+
+
+class ProviderStatusError(ProviderError):
+    """The model endpoint answered with an HTTP error status; ``status`` is that status."""
+
+    status: int
+
+
+class ProviderRateLimited(ProviderStatusError):
+    """The model endpoint answered 429 (too many requests), still after the retries.
+
+    Attributes:
+        retry_after: The seconds the server asked to wait (its ``Retry-After`` header), or
+            ``None`` when it named none (or named a date instead of seconds).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        detail: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(status, message, detail)
+        self.retry_after = retry_after
+
+
+class ProviderProtocolError(ProviderError):
+    """The model endpoint answered (``status`` as before: ``200``, or ``None`` for a stream),
+    but not with something the style's API defines: a body that is not JSON or nested too
+    deeply, an object of the wrong shape, a stream cut off before its end, a stop reason or a
+    call toolnexus cannot use. Usually a wrong ``base_url`` or ``style``, or a server that
+    failed without saying so."""
 
 
 class ToolError(ToolnexusError):
@@ -142,8 +209,12 @@ class PatchError(ToolnexusError, ValueError):
     changed (a model reads the message and can send a corrected patch)."""
 
 
-class ModelRetry(ToolnexusError):
+class ModelRetry(Exception):
     """Raise it from a tool to hand the model a message and let it try the call again.
+
+    A signal, not an error: it is no [`ToolnexusError`][toolnexus.errors.ToolnexusError], so
+    a tool's own ``except ToolnexusError`` around its work lets it through (it used to be
+    one: code that caught it as a ``ToolnexusError`` catches ``ModelRetry`` by name now).
 
     The message is the call's result, marked as failed; the model reads it and can call again
     with better arguments. Each tool may be retried this way (arguments that do not validate

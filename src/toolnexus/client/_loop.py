@@ -66,13 +66,15 @@ from toolnexus.codemode import (
     visible_tools,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
-from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.errors import ConfigurationError, ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
 from toolnexus.session import MAX_DEPTH, Session
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
-from toolnexus.tools._outcome import outcome_from_value
+from toolnexus.tools._outcome import (
+    outcome_from_value,
+)
 from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
@@ -365,7 +367,7 @@ class _Run:
         records = []
         for call, outcome in zip(calls, known, strict=True):
             if outcome is None or outcome is PENDING:
-                outcome = Outcome.failure(call.name, DROPPED.format(why=why))
+                outcome = Outcome.failure(call.name, DROPPED.format(why=why), "dropped")
             record = self.record(call, outcome)
             records.append(record)
             data = {
@@ -724,7 +726,7 @@ async def _turn(
                     yield ToolResultEvent(record)
         refused = run.decision
         if isinstance(refused, Stop) and refused.status == "error":  # a call without an id
-            raise ProviderError(None, refused.reason or "")
+            raise ProviderProtocolError(None, refused.reason or "")
         if pending:
             run.waiting = (reply.calls, answered, first_record)  # resume() carries on
             run.decision = run.rule.waiting()
@@ -758,7 +760,7 @@ async def _turn(
             for index in range(len(answered), len(reply.calls)):
                 result = known[index] if index < len(known) else None
                 name = reply.calls[index].name
-                answered.append(result or Outcome.failure(name, CANCELLED))
+                answered.append(result or Outcome.failure(name, CANCELLED, "cancelled"))
             run.results(reply.calls, answered)
         elif dropped:
             reason = why or (_dropped_why(reply) if reply is not None else _CUT_SHORT)

@@ -10,7 +10,6 @@ from toolnexus.client._turn_rule import CALLS_LATE, HOSTED_LATE
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
 from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
 from toolnexus.scheduling._batch import caller_id, precheck
-from toolnexus.scheduling._scheduler import ABANDONED
 from toolnexus.tools import Toolkit
 from toolnexus.tools._calls import Prechecked
 from toolnexus.tools._hooks import maybe_await
@@ -26,17 +25,12 @@ __all__ = [
 ]
 
 
-PENDING = Outcome.failure("relay", "waiting for the host's answer")
+PENDING = Outcome.failure("relay", "waiting for the host's answer", "pending")
 
 NO_CALL_ID = (
     "the provider sent this call without a call id, so no result could be sent back for it; "
     "it was not run"
 )
-
-
-def _abandoned(outcome: Outcome) -> bool:
-    """Whether a stopped lane answered the call because it had not finished."""
-    return outcome.error is not None and outcome.error["message"] == ABANDONED
 
 
 def _for_call(ctx: RunContext[Any], call_id: str, caller: str | None) -> RunContext[Any]:
@@ -94,7 +88,7 @@ class TurnCalls:
         if call.caller is not None:
             self.hosted = True
         if not call.id:  # its result could not be sent back: a call that ran unrecorded
-            self._answers.append(Outcome.failure(call.name, NO_CALL_ID))
+            self._answers.append(Outcome.failure(call.name, NO_CALL_ID, "refused"))
             return
         if (
             self._collapses
@@ -102,7 +96,8 @@ class TurnCalls:
             and collapsed(self._mode, call.name, call)
         ):
             # refused before hooks or approval can see it
-            self._answers.append(Outcome.failure(call.name, collapse_message(call.name)))
+            refusal = collapse_message(call.name)
+            self._answers.append(Outcome.failure(call.name, refusal, "refused"))
             return
         decoded = None  # text the run decoded strictly already (a mapping is checked here)
         if self._decode is not None and isinstance(call.arguments, str):
@@ -119,7 +114,8 @@ class TurnCalls:
             return
         refused = self._meter.tool_call() if self._meter is not None else None
         if refused is not None:  # a budget ran out: the call is answered, not run
-            self._answers.append(Outcome.failure(call.name, f"{refused}; the call was not run"))
+            message = f"{refused}; the call was not run"
+            self._answers.append(Outcome.failure(call.name, message, "refused"))
             return
         tool, args = checked
         if is_relay(tool):  # answered by the host, not run here: no turn in the lane
@@ -169,8 +165,8 @@ class TurnCalls:
                     continue
                 known = self._lane._known(answer)  # most are done by now: no coroutine then
                 outcome = known if known is not None else await self._lane.wait(answer)
-                if stopping and outcome.error is not None and _abandoned(outcome):  # late
-                    outcome = Outcome.failure(call.name, late.format(seconds=deadline))
+                if stopping and outcome.reason == "abandoned":  # the lane stopped: it was late
+                    outcome = Outcome.failure(call.name, late.format(seconds=deadline), "late")
                 yield call, outcome
         finally:
             if timer is not None:
@@ -191,7 +187,7 @@ class TurnCalls:
                 known.append(answer.result() if done else None)
             else:
                 outcome = await self._lane.wait(answer) if answer.done else None
-                abandoned = outcome is not None and _abandoned(outcome)
+                abandoned = outcome is not None and outcome.reason == "abandoned"
                 known.append(None if abandoned else outcome)
         return known
 

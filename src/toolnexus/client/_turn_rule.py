@@ -34,7 +34,6 @@ from typing import Any, Literal
 
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL
 from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.tools._outcome import RETRY
 
 __all__ = [
     "ASK_OUTPUT",
@@ -288,7 +287,7 @@ def count_retries(
     asked = dict.fromkeys(  # in call order, each tool once
         call.name
         for call, outcome in zip(calls, outcomes, strict=True)
-        if outcome.metadata is not None and outcome.metadata.get(RETRY)
+        if outcome.reason == "retry"
     )
     reason = None
     for name in asked:

@@ -52,7 +52,7 @@ def _granted(tool: Tool, run_ctx: Any, dispatch: SubDispatch) -> Binding:
 
 def _stub(name: str) -> Binding:
     async def call(args: Any) -> Outcome:
-        return Outcome.failure(name, denied_message(name))
+        return Outcome.failure(name, denied_message(name), "denied")
 
     return Binding(name, False, call)
 

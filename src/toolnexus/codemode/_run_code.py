@@ -35,7 +35,6 @@ from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, Scheduler, snapshot
-from toolnexus.scheduling._scheduler import ABANDONED, SCHEDULER_GONE
 from toolnexus.session import Session
 from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
@@ -156,7 +155,7 @@ class _CallLog:
     def finished(entry: dict[str, Any], outcome: Outcome) -> None:
         if outcome.error is None:
             entry["status"] = "ok"
-        elif outcome.error["message"] in (ABANDONED, SCHEDULER_GONE):
+        elif outcome.reason in ("abandoned", "gone"):
             entry["status"] = "abandoned"
         else:
             entry["status"] = "error"

@@ -42,6 +42,7 @@ from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session
 from toolnexus.tools import Tool
 from toolnexus.tools._outcome import (
+    HostReason,
     Outcome,
     outcome_from_exception,
     outcome_of,
@@ -321,7 +322,7 @@ class Scheduler:
         (not yet carried out)."""
         name = tool.name if isinstance(tool, Tool) else _tool_name(tool)
         if self._stopped:
-            return self._answered(name, SCHEDULER_GONE), []
+            return self._answered(name, SCHEDULER_GONE, "gone"), []
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -371,7 +372,7 @@ class Scheduler:
             return Outcome.failure(name, "this ticket was not issued by this scheduler")
         future = ticket._future
         if future is None:
-            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE)
+            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE, "gone")
         if future.done():
             return future.result()
         try:
@@ -404,7 +405,7 @@ class Scheduler:
         ticket = self.submit(tool, args, run_ctx)
         future = ticket._future
         if future is None:
-            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE)
+            return ticket._answer or Outcome.failure(ticket.tool, SCHEDULER_GONE, "gone")
         return await future
 
     async def call_in_task(self, tool: Tool, args: Any, run_ctx: Any = None) -> Outcome:
@@ -458,10 +459,10 @@ class Scheduler:
                 end_tool_span(call.span, {"message": DID_NOT_COMPLETE})
             if task.cancelling():  # the caller's (or stop()'s) cancellation: abandoned
                 if not self._stopped:
-                    self._settle(call, Outcome.failure(name, ABANDONED), take=False)
+                    self._settle(call, Outcome.failure(name, ABANDONED, "abandoned"), take=False)
                 raise
             logger.warning("tool %r: its call was cancelled before it finished", name)
-            return Outcome.failure(name, DID_NOT_COMPLETE)
+            return Outcome.failure(name, DID_NOT_COMPLETE, "cancelled")
         except (KeyboardInterrupt, SystemExit) as exc:  # the host's: answer, then let it go
             outcome = outcome_from_exception(name, exc)
             if traced:
@@ -506,7 +507,7 @@ class Scheduler:
         for seq, settled in self._rule.close():
             call = self._calls.pop(seq)
             outcome = (call.outcome if settled else None) or Outcome.failure(
-                call.tool.name, ABANDONED
+                call.tool.name, ABANDONED, "abandoned"
             )
             if self._timing:
                 call.finished = call.finished or time.time()
@@ -538,8 +539,8 @@ class Scheduler:
 
     # -- driving the rule ----------------------------------------------------------------------
 
-    def _answered(self, name: str, message: str) -> Ticket:
-        return Ticket(self, 0, name, answer=Outcome.failure(name, message))
+    def _answered(self, name: str, message: str, reason: HostReason | None = None) -> Ticket:
+        return Ticket(self, 0, name, answer=Outcome.failure(name, message, reason))
 
     def _carry_out(self, committed: list[int], started: list[int], *, take: bool) -> _Call | None:
         """Deliver ``committed`` in order, then queue ``started`` in order.
@@ -603,7 +604,9 @@ class Scheduler:
                 slot.call = None
                 if not self._stopped:  # the tool's own cancellation, not stop(): carry on
                     logger.warning("tool %r: its call was cancelled before it finished", name)
-                    self._settle(call, Outcome.failure(name, DID_NOT_COMPLETE), take=False)
+                    self._settle(
+                        call, Outcome.failure(name, DID_NOT_COMPLETE, "cancelled"), take=False
+                    )
                 raise
             except (KeyboardInterrupt, SystemExit) as exc:  # the host's: answer, then let go
                 outcome = outcome_from_exception(name, exc)
@@ -702,7 +705,8 @@ class Scheduler:
             call = self._ready.pop()
         if call is not None:
             slot.call = None
-            self._settle(call, Outcome.failure(call.tool.name, DID_NOT_COMPLETE), take=False)
+            failed = Outcome.failure(call.tool.name, DID_NOT_COMPLETE, "cancelled")
+            self._settle(call, failed, take=False)
 
     def _log_start(self, call: _Call) -> None:
         data = {

@@ -281,7 +281,12 @@ class ModelActivities:
         except ProviderError as exc:
             raise ApplicationError(
                 exc.message,
-                {"status": exc.status, "detail": exc.detail},
+                {
+                    "status": exc.status,
+                    "detail": exc.detail,
+                    "kind": type(exc).__name__,  # the cause's class, rebuilt by the client
+                    "retry_after": getattr(exc, "retry_after", None),
+                },
                 type="ProviderError",
                 non_retryable=True,
             ) from None

@@ -18,7 +18,16 @@ from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.client._loop import assistant_message, model_response, provider_stop
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output, requested_output
-from toolnexus.errors import ConfigurationError, ModelRetry, ProviderError
+from toolnexus.errors import (
+    ConfigurationError,
+    ModelRetry,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderRateLimited,
+    ProviderStatusError,
+    ProviderTimeout,
+    ProviderUnreachable,
+)
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
 from toolnexus.session import Session
@@ -376,6 +385,31 @@ async def start_run(
     return RunHandle(temporal_client, handle, prompt, output)
 
 
+_PROVIDER_ERRORS: dict[str, type[ProviderError]] = {
+    kind.__name__: kind
+    for kind in (
+        ProviderError,
+        ProviderTimeout,
+        ProviderUnreachable,
+        ProviderStatusError,
+        ProviderRateLimited,
+        ProviderProtocolError,
+    )
+}
+"""The provider errors a model activity's failure names (its ``kind``), by name."""
+
+
+def _provider_error(said: dict[str, Any], message: str) -> ProviderError:
+    """The provider error a durable run's model turn failed with, of the class it was raised
+    as in the activity; a record without a ``kind`` (a run from before) is a `ProviderError`."""
+    kind = _PROVIDER_ERRORS.get(str(said.get("kind")), ProviderError)
+    error = kind(said.get("status"), message, said.get("detail"))
+    if isinstance(error, ProviderRateLimited):
+        after = said.get("retry_after")
+        error.retry_after = float(after) if isinstance(after, (int, float)) else None
+    return error
+
+
 class RunHandle:
     """A durable agent run: its id, its result as a ``RunResult``, and cancellation."""
 
@@ -431,7 +465,7 @@ class RunHandle:
         if data["status"] == "error":
             said = data.get("provider_error") or {}
             message = data.get("error", "a model request failed")
-            error = ProviderError(said.get("status"), message, said.get("detail"))
+            error = _provider_error(said, message)
             error.partial = result
             raise error
         return result

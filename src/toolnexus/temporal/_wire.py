@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import temporalio.converter
 from temporalio.api.common.v1 import Payload
@@ -36,7 +36,7 @@ from temporalio.api.common.v1 import Payload
 from toolnexus._checks import int_at_least
 from toolnexus._json import loads_strict
 from toolnexus.errors import ConfigurationError, PayloadStoreError
-from toolnexus.scheduling import Outcome, ToolCall, snapshot
+from toolnexus.scheduling import HostReason, Outcome, ToolCall, snapshot
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -150,6 +150,8 @@ def outcome_to_wire(
     """
     value = json.dumps(snapshot(outcome.value), ensure_ascii=False, default=repr)
     wire = {"value_json": value, "error": outcome.error, "metadata": outcome.metadata}
+    if outcome.reason is not None:  # the host's reason, for the host: left out when none
+        wire["reason"] = outcome.reason
     # escaping writes a character in at most 12 bytes (a surrogate pair, \uXXXX\uXXXX):
     # a short result needs no measuring
     error = "" if outcome.error is None else str(outcome.error)
@@ -166,18 +168,36 @@ def outcome_to_wire(
     return wire
 
 
-def failure_to_wire(tool: str, message: str) -> dict[str, Any]:
-    """A failed call as JSON data (a lost worker, say)."""
-    return {"value_json": None, "error": {"tool": tool, "message": message}, "metadata": None}
+def failure_to_wire(tool: str, message: str, reason: HostReason | None = None) -> dict[str, Any]:
+    """A failed call as JSON data (a lost worker, say), with the host's ``reason`` when it has
+    one (`Outcome.reason`)."""
+    wire = {"value_json": None, "error": {"tool": tool, "message": message}, "metadata": None}
+    return wire if reason is None else wire | {"reason": reason}
 
 
 def outcome_from_wire(data: dict[str, Any]) -> Outcome:
+    """An outcome from its JSON data. A payload from before outcomes had a ``reason`` has
+    none: a retry is then known by its ``metadata`` mark, as it was then (a workflow replaying
+    such a history must count the same retries)."""
     error = data.get("error")
     if error is not None:
-        return Outcome(error=dict(error), metadata=data.get("metadata"))
+        metadata = data.get("metadata")
+        reason = data.get("reason")
+        if reason is None and isinstance(metadata, dict) and metadata.get("retry"):
+            reason = "retry"  # the RETRY mark of toolnexus.tools._outcome
+        return Outcome(error=dict(error), metadata=metadata, reason=_reason(reason))
     value_json = data.get("value_json")
     value = None if value_json is None else json.loads(value_json)
-    return Outcome(value=value, metadata=data.get("metadata"))
+    return Outcome(value=value, metadata=data.get("metadata"), reason=_reason(data.get("reason")))
+
+
+_REASONS: frozenset[str] = frozenset(get_args(HostReason))
+
+
+def _reason(value: Any) -> HostReason | None:
+    """A reason read from a payload, if it is one toolnexus sets (a history is written by
+    whoever can start a workflow: anything else is no reason)."""
+    return value if isinstance(value, str) and value in _REASONS else None  # type: ignore[return-value]
 
 
 STORE_ENCODING = b"binary/toolnexus-file-store"

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         calls_deadline,
         output_accepted,
     )
-    from toolnexus.scheduling import SchedulingRule
+    from toolnexus.scheduling import HostReason, SchedulingRule
     from toolnexus.temporal._activities import (
         CALL_TOOL,
         CLASSIFY,
@@ -456,7 +456,7 @@ def _model_failure(exc: ActivityError, request: dict[str, Any]) -> tuple[str, st
             "model_timeout), its retries included; raise model_timeout, or bound the turn "
             "with the workers' client (turn_timeout, max_tokens in request_params)"
         )
-        return message, "error", None, None
+        return message, "error", None, {"status": None, "detail": None, "kind": "ProviderTimeout"}
     message = cause.message if isinstance(cause, FailureError) else str(cause)
     return message or MODEL_FAILED, "error", None, None
 
@@ -765,7 +765,7 @@ async def run_calls(
         for index in position.values():  # running, or held by the rule, never started
             call = calls[index]
             assert call is not None  # only calls before len(done) are None, never fed
-            outcomes[index] = failure_to_wire(call["name"], message)
+            outcomes[index] = failure_to_wire(call["name"], message, "late")
         position.clear()
         while fed < len(calls):
             await classify()
@@ -775,7 +775,7 @@ async def run_calls(
             assert call is not None  # only calls before len(done) are None, never fed
             if allowed is not None:
                 allowed[call["name"]] = facts.get("retries")
-            outcomes[index] = facts.get("answer") or failure_to_wire(call["name"], message)
+            outcomes[index] = facts.get("answer") or failure_to_wire(call["name"], message, "late")
 
     await feed()
     timer: asyncio.Future[None] | None = None
@@ -835,15 +835,16 @@ def _outcome(
         result: dict[str, Any] = handle.result()
         return result
     attempts = timings["idempotent_attempts"] if facts["idempotent"] else 1
+    reason: HostReason | None = None
     if isinstance(error, ActivityError) and isinstance(error.cause, TimeoutError):
         if error.cause.type == TimeoutType.START_TO_CLOSE:
             seconds = timings["start_to_close"]
             template = OUT_OF_TIME_AGAIN if attempts > 1 else OUT_OF_TIME
-            message = template.format(seconds=seconds, attempts=attempts)
+            message, reason = template.format(seconds=seconds, attempts=attempts), "late"
         elif attempts > 1:
-            message = LOST_AGAIN.format(attempts=attempts)
+            message, reason = LOST_AGAIN.format(attempts=attempts), "lost"
         else:
-            message = LOST
+            message, reason = LOST, "lost"
     else:
         message = f"the call failed on its worker: {error}"
-    return failure_to_wire(call["name"], message)
+    return failure_to_wire(call["name"], message, reason)

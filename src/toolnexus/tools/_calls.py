@@ -176,7 +176,7 @@ def refuse_caller(
                 "message": message,
             },
         )
-    return Outcome.failure(tool.name, message)
+    return Outcome.failure(tool.name, message, "refused")
 
 
 # -- 2. approval --------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ async def _guarded(
     if needs_approval(tool, ctx.policy):
         refusal = await _approved(tool, args, ctx)
         if refusal is not None:
-            return Outcome.failure(tool.name, refusal)
+            return Outcome.failure(tool.name, refusal, "denied")
     hooks = ctx.hooks or _NO_HOOKS
     outcome: Outcome | None = None
     try:

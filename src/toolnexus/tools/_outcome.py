@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from toolnexus._json import _INT_BOUND, encodable_text
 from toolnexus._snapshot import safe_repr, snapshot
@@ -17,6 +17,7 @@ __all__ = [
     "GENERIC_FAILURE",
     "MAX_MESSAGE_CHARS",
     "RETRY",
+    "HostReason",
     "Outcome",
     "clamp_message",
     "outcome_from_exception",
@@ -35,6 +36,37 @@ RETRY = "retry"
 """``Outcome.metadata`` key set on a failure the model may fix by calling again (a
 [`ModelRetry`][toolnexus.errors.ModelRetry], arguments that did not validate)."""
 GENERIC_FAILURE = "tool call failed"
+
+HostReason = Literal[
+    "retry",
+    "abandoned",
+    "gone",
+    "late",
+    "lost",
+    "cancelled",
+    "dropped",
+    "refused",
+    "denied",
+    "pending",
+]
+"""Why the host itself answered a call the way it did (`Outcome.reason`), as a value the host
+compares instead of a message text:
+
+* ``"retry"``: the model may fix the call by calling again (a
+  [`ModelRetry`][toolnexus.errors.ModelRetry], arguments that are not JSON or do not validate,
+  text where a structured output was asked for); counted against ``Tool.retries``;
+* ``"abandoned"``: the lane stopped before the call finished (``Scheduler.stop``);
+* ``"gone"``: the call came to, or waited on, a lane that had stopped;
+* ``"late"``: the turn's deadline (``calls_timeout``, ``hosted_call_timeout``, a durable call's
+  ``start_to_close``) passed first;
+* ``"lost"``: a durable call's worker was lost (each time it was tried);
+* ``"cancelled"``: the call was cancelled before it finished (the run, or the tool itself);
+* ``"dropped"``: the call is left out of the transcript (its turn was refused or cut off);
+* ``"refused"``: the host would not run it (a caller the tool does not allow, a call collapsed
+  under ``code_mode="code"``, a budget spent, a call without a call id);
+* ``"denied"``: a permission rule or the approval handler said no;
+* ``"pending"``: a relay call waiting for the host's answer.
+"""
 
 
 def clamp_message(message: str) -> str:
@@ -63,6 +95,10 @@ class Outcome:
     metadata: dict[str, Any] | None = None
     """Facts for the host from a [`ToolResult`][toolnexus.tools.ToolResult]; never shown to a
     model."""
+    reason: HostReason | None = field(default=None, repr=False, compare=False)
+    """Why the host answered the call so (`HostReason`), set where the outcome is made; ``None``
+    for what the tool itself returned or raised. Never shown to a model (it reads ``error``'s
+    two strings), and not part of equality: two outcomes a model reads the same are equal."""
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -89,9 +125,11 @@ class Outcome:
         return self.error is None
 
     @classmethod
-    def failure(cls, tool: str, message: str) -> Outcome:
-        """An error outcome; ``message`` is clamped, and an empty one becomes generic."""
-        return cls(error={"tool": tool, "message": clamp_message(message) or GENERIC_FAILURE})
+    def failure(cls, tool: str, message: str, reason: HostReason | None = None) -> Outcome:
+        """An error outcome; ``message`` is clamped, and an empty one becomes generic;
+        ``reason``: why the host answered so (`HostReason`), when it did."""
+        error = {"tool": tool, "message": clamp_message(message) or GENERIC_FAILURE}
+        return cls(error=error, reason=reason)
 
     def unwrap(self) -> Any:
         """The value, or raise the error as [`ToolError`][toolnexus.errors.ToolError]."""
@@ -104,6 +142,7 @@ _new = object.__new__
 _set_value = Outcome.__dict__["value"].__set__
 _set_error = Outcome.__dict__["error"].__set__
 _set_metadata = Outcome.__dict__["metadata"].__set__
+_set_reason = Outcome.__dict__["reason"].__set__
 _set_text = Outcome.__dict__["_text"].__set__
 
 
@@ -111,7 +150,7 @@ def outcome_of(tool: str, value: Any) -> Outcome:
     """The outcome of a call of ``tool`` that returned ``value``: `outcome_from_value` for an
     `Outcome` or a `ToolResult`; a plain value needs no checks, it is the value.
 
-    A plain value's ``Outcome(value=value)`` is made by setting its four slots directly. Why:
+    A plain value's ``Outcome(value=value)`` is made by setting its five slots directly. Why:
     a frozen dataclass's ``__init__`` parses its keywords and then goes through
     ``object.__setattr__`` once per field; this is the outcome of every successful tool call,
     and the direct way costs a third less of what is, per call, a noticeable constant.
@@ -122,6 +161,7 @@ def outcome_of(tool: str, value: Any) -> Outcome:
     _set_value(outcome, value)
     _set_error(outcome, None)
     _set_metadata(outcome, None)
+    _set_reason(outcome, None)
     _set_text(outcome, None)
     return outcome
 
@@ -148,7 +188,9 @@ def outcome_from_exception(tool: str, exc: BaseException) -> Outcome:
 
 def retry_outcome(tool: str, message: str) -> Outcome:
     """A failure the model may fix by calling again (counted against ``Tool.retries``)."""
-    return Outcome(error=Outcome.failure(tool, message).error, metadata={RETRY: True})
+    return Outcome(
+        error=Outcome.failure(tool, message).error, metadata={RETRY: True}, reason="retry"
+    )
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=safe_repr)
@@ -195,7 +237,8 @@ def outcome_from_value(tool: str, value: Any) -> Outcome:
         if not isinstance(message, str):
             logger.warning("dispatch for tool %r returned a malformed outcome: %r", tool, value)
             return Outcome.failure(tool, GENERIC_FAILURE)
-        return Outcome(error=Outcome.failure(tool, message).error, metadata=value.metadata)
+        error = Outcome.failure(tool, message).error
+        return Outcome(error=error, metadata=value.metadata, reason=value.reason)
     if isinstance(value, ToolResult):
         if value.is_error:
             failed = Outcome.failure(tool, _result_text(value.output))

@@ -31,12 +31,21 @@ from toolnexus.client.styles._base import (
     system_text,
 )
 from toolnexus.client.styles._deltas import merge_delta
-from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
-from toolnexus.errors import ProviderError
+from toolnexus.client.styles._errors import (
+    EmptyStream,
+    SdkErrors,
+    described,
+    http_library_errors,
+    malformed,
+    undecodable_body,
+)
+from toolnexus.errors import ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._mcp_content import ContentParts
+
+_TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
 
 __all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
@@ -64,7 +73,15 @@ class AnthropicStyle(Style):
     name = "anthropic"
     family = "anthropic"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
-    sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError,)
+    errors = SdkErrors(
+        base=(anthropic.APIError,),
+        timeout=(anthropic.APITimeoutError,),
+        connection=(anthropic.APIConnectionError,),
+        status=(anthropic.APIStatusError,),
+        rate_limited=(anthropic.RateLimitError,),
+        transport=_TRANSPORT,
+        connect_timeout=_CONNECT_TIMEOUT,
+    )
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {
         **Style.owned_params,
@@ -227,7 +244,7 @@ class AnthropicStyle(Style):
         if not received:
             raise EmptyStream
         if stop_reason is None:
-            raise ProviderError(
+            raise ProviderProtocolError(
                 200,
                 f"the model at {self.base_url} ended its stream without a stop reason: the "
                 "response was cut off (the server stopped or crashed mid-answer)",

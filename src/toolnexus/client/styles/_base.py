@@ -16,14 +16,22 @@ from urllib.parse import urlsplit
 from toolnexus._json import encodable_data
 from toolnexus._tracing import model_request_span, record_response
 from toolnexus.client.styles._errors import (
+    NO_SDK,
     EmptyStream,
+    SdkErrors,
     lost_connection,
     provider_error,
     retry_delay,
     retryable,
     undecodable_body,
 )
-from toolnexus.errors import ConfigurationError, ProviderError
+from toolnexus.errors import (
+    ConfigurationError,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderTimeout,
+    ProviderUnreachable,
+)
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool
 
@@ -62,7 +70,7 @@ def _cut_off(base_url: str, arrived: str, exc: ProviderError) -> ProviderError:
     """A connection lost after part of the answer had arrived: the answer was cut off."""
     shown = arrived if len(arrived) <= _ARRIVED_SHOWN else arrived[:_ARRIVED_SHOWN] + "…"
     what = f"after this much of it had arrived: {shown!r}" if arrived else "after it had begun"
-    return ProviderError(
+    return ProviderUnreachable(
         None,
         f"the model at {base_url} stopped answering mid-stream: the connection was lost "
         f"{what} (the answer was cut off; it was not retried, since part of it was used)",
@@ -277,7 +285,9 @@ class Style:
     """Whether the provider's own assistant message is worth recording beside the neutral
     transcript (it may carry state the neutral form cannot); in-process models have none."""
     key_variables: tuple[str, ...] = ()
-    sdk_errors: tuple[type[Exception], ...] = ()
+    errors: SdkErrors = NO_SDK
+    """The style's SDK's exception classes by cause (`SdkErrors`): what `respond` translates
+    and retries, recognised with ``isinstance``."""
     endings: Mapping[str, Ending] = {}
     """Every stop or finish reason the style knows, and what it means for the loop. Any other
     reason is reported as a `ProviderError` naming it, never taken for success."""
@@ -462,7 +472,7 @@ class Style:
         advice = "raise turn_timeout"
         if not bounded:
             advice = "set max_tokens in request_params, or " + advice
-        return ProviderError(
+        return ProviderTimeout(
             None,
             f"the model at {self.base_url} did not finish its turn within {limit or 0:g} s "
             f"(turn_timeout): {stopped}; {advice}",
@@ -483,7 +493,7 @@ class Style:
         ending = self.endings.get(stop_reason)
         if ending is None:
             known = ", ".join(sorted(self.endings))
-            raise ProviderError(
+            raise ProviderProtocolError(
                 None,
                 f"the model at {self.base_url} ended its turn with the stop reason "
                 f"{stop_reason!r}, which toolnexus does not know (it knows {known}): the turn "
@@ -527,18 +537,18 @@ class Style:
                 return await self._one(self.complete(sdk, params))
             except ProviderError as exc:
                 cause = exc.__cause__
-                if reasked and cause is not None and lost_connection(cause):
+                if reasked and cause is not None and lost_connection(cause, self.errors):
                     # Servers that answer a stream with an empty body (llama.cpp) close the
                     # connection a few milliseconds later, and the pool hands that very
                     # connection to the re-ask: part of the same attempt, not a retry.
                     reasked = False
                     logger.info("asking again on a new connection: %s", exc.message)
                     continue
-                if used and cause is not None and lost_connection(cause):
+                if used and cause is not None and lost_connection(cause, self.errors):
                     raise _cut_off(self.base_url, "".join(arrived), exc) from cause
                 if used or attempt >= self.wire.retries or cause is None:
                     raise
-                if not retryable(cause, timeouts=self.wire.retry_timeouts):
+                if not retryable(cause, self.errors, timeouts=self.wire.retry_timeouts):
                     raise
                 delay = retry_delay(cause, attempt)
                 logger.info("retrying the model request in %.1f s: %s", delay, exc.message)
@@ -548,20 +558,24 @@ class Style:
     async def _one(self, attempt: Awaitable[AssistantTurn]) -> AssistantTurn:
         """One request; the SDK's errors become [`ProviderError`][toolnexus.errors.ProviderError]
         (caused by them)."""
-        translated: tuple[type[Exception], ...] = (*self.sdk_errors, json.JSONDecodeError)
+        translated: tuple[type[BaseException], ...] = (*self.errors.base, json.JSONDecodeError)
         try:
             return await attempt
         except translated as exc:  # the one boundary where SDK errors are translated
-            error = provider_error(exc, self.base_url, self.key_variables, self.wire.timeout)
-            raise error from exc
+            raise self._translated(exc) from exc
         except RecursionError as exc:  # the SDK decoding a body nested past Python's stack
             raise undecodable_body(self.base_url, exc) from None
         except Exception as exc:
-            if not lost_connection(exc):
+            if not lost_connection(exc, self.errors):
                 raise
             # a raw event stream lets the HTTP library's error through when the body breaks
-            error = provider_error(exc, self.base_url, self.key_variables, self.wire.timeout)
-            raise error from exc
+            raise self._translated(exc) from exc
+
+    def _translated(self, exc: BaseException) -> ProviderError:
+        """An SDK's (or the HTTP library's) error as the `ProviderError` of its cause."""
+        return provider_error(
+            exc, self.base_url, self.key_variables, self.wire.timeout, self.errors
+        )
 
     def tool_definitions(self, tools: Sequence[Tool]) -> list[dict[str, Any]]:
         """The tools as this provider declares them."""

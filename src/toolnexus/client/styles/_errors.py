@@ -1,9 +1,10 @@
 """What went wrong on the wire, in one line, and whether trying again can help.
 
 Both official SDKs raise errors of the same shape (``APIStatusError`` with ``status_code``,
-``body`` and ``response``; ``APIConnectionError``; ``APITimeoutError``). This module turns them
-into [`ProviderError`][toolnexus.errors.ProviderError] with a one-line cause (the full body stays in
-``detail``) and decides which are worth a retry.
+``body`` and ``response``; ``APIConnectionError``; ``APITimeoutError``). Each style names its
+own SDK's classes in an `SdkErrors`; this module recognises them with ``isinstance``, turns them
+into the [`ProviderError`][toolnexus.errors.ProviderError] subclass of their cause with a
+one-line message (the full body stays in ``detail``) and decides which are worth a retry.
 
 Why toolnexus retries instead of the SDKs: the SDKs retry every 5xx and every timeout. A 500
 from a local server usually means *our request* broke it (a validation error): it fails the
@@ -15,22 +16,35 @@ with backoff (honouring ``Retry-After``); 500 and timeouts are not, unless asked
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import socket
 import ssl
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from toolnexus.errors import ProviderError
+from toolnexus.errors import (
+    ProviderError,
+    ProviderProtocolError,
+    ProviderRateLimited,
+    ProviderStatusError,
+    ProviderTimeout,
+    ProviderUnreachable,
+)
 
 __all__ = [
+    "NO_SDK",
     "RETRYABLE_STATUSES",
     "EmptyStream",
+    "SdkErrors",
     "described",
+    "http_library_errors",
     "lost_connection",
     "malformed",
     "provider_error",
+    "retry_after",
     "retry_delay",
     "retryable",
     "root_cause",
@@ -52,40 +66,96 @@ class EmptyStream(Exception):
     """
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    return type(exc).__name__ == "APITimeoutError"
+@dataclass(frozen=True)
+class SdkErrors:
+    """The exception classes of one SDK, by cause, for ``isinstance`` checks.
+
+    A style sets it from the SDK it imports (the SDKs are optional extras; a style whose SDK is
+    missing has `NO_SDK`, which matches nothing). Why classes and not their names: a subclass
+    the SDK adds later still matches, and a class of the same name from elsewhere does not.
+
+    Attributes:
+        base: Every error the SDK raises on purpose (``APIError``): what the style translates.
+        timeout: No answer within the request timeout (``APITimeoutError``); checked before
+            ``connection``, of which it is a subclass in both SDKs.
+        connection: The connection failed or broke (``APIConnectionError``).
+        status: The server answered with an error status (``APIStatusError``).
+        rate_limited: The server answered 429 (``RateLimitError``).
+        transport: The HTTP library's own transport errors (``httpx.TransportError``, or
+            ``httpx2``'s), which a raw event stream lets through when the connection drops
+            mid-body (`http_library_errors`).
+        connect_timeout: The HTTP library's connect timeout (``httpx.ConnectTimeout``, or
+            ``httpx2``'s), for the root cause of a failed connection.
+    """
+
+    base: tuple[type[BaseException], ...] = ()
+    timeout: tuple[type[BaseException], ...] = ()
+    connection: tuple[type[BaseException], ...] = ()
+    status: tuple[type[BaseException], ...] = ()
+    rate_limited: tuple[type[BaseException], ...] = ()
+    transport: tuple[type[BaseException], ...] = ()
+    connect_timeout: tuple[type[BaseException], ...] = ()
 
 
-def lost_connection(exc: BaseException) -> bool:
-    """Whether ``exc`` says the connection failed or broke: the SDKs' ``APIConnectionError``,
-    or the HTTP library's own transport error, which a raw event stream lets through when the
+NO_SDK = SdkErrors()
+"""The errors of a style without its SDK (the in-process test models): none."""
+
+_HTTP_LIBRARIES = ("httpx", "httpx2")
+"""The HTTP libraries the official SDKs are built on: ``httpx``, and its fork ``httpx2``, which
+their current releases use instead."""
+
+
+def http_library_errors() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
+    """(``TransportError``, ``ConnectTimeout``) of each installed HTTP library an SDK may be
+    built on (`SdkErrors.transport`, `SdkErrors.connect_timeout`); a style calls it where it
+    imports its SDK, so these are already imported."""
+    transport: list[type[BaseException]] = []
+    connect_timeout: list[type[BaseException]] = []
+    for name in _HTTP_LIBRARIES:
+        try:
+            library = importlib.import_module(name)
+        except ImportError:
+            continue
+        transport.append(library.TransportError)
+        connect_timeout.append(library.ConnectTimeout)
+    return tuple(transport), tuple(connect_timeout)
+
+
+def lost_connection(exc: BaseException, sdk: SdkErrors) -> bool:
+    """Whether ``exc`` says the connection failed or broke: the SDK's connection error, or the
+    HTTP library's own transport error, which a raw event stream lets through when the
     connection drops mid-body."""
-    return any(
-        cls.__name__ == "APIConnectionError"
-        or (cls.__name__ == "TransportError" and cls.__module__.split(".")[0].startswith("httpx"))
-        for cls in type(exc).__mro__
-    )
+    return isinstance(exc, (sdk.connection, sdk.transport))
 
 
-def retryable(exc: BaseException, *, timeouts: bool) -> bool:
+def retryable(exc: BaseException, sdk: SdkErrors, *, timeouts: bool) -> bool:
     """Whether a failed request is worth sending again (before anything of it was used)."""
-    if _is_timeout(exc):
+    if isinstance(exc, sdk.timeout):
         return timeouts
-    if lost_connection(exc):
+    if lost_connection(exc, sdk):
         return True
     return getattr(exc, "status_code", None) in RETRYABLE_STATUSES
 
 
-def retry_delay(exc: BaseException, attempt: int) -> float:
-    """Seconds to wait before attempt ``attempt + 1``: the server's ``Retry-After`` when it sent
-    one (at most a minute), else exponential backoff with jitter (0.5 s, 1 s, 2 s, … 8 s)."""
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds the server's ``Retry-After`` header asks to wait, or ``None`` when it sent
+    none (or a date, or something that is not a number of seconds)."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or {}
     try:
         after = float(headers.get("retry-after", ""))
     except (TypeError, ValueError):
-        after = -1.0
-    if 0 <= after <= MAX_RETRY_AFTER:
+        return None
+    return after if after >= 0 else None
+
+
+def retry_delay(exc: BaseException, attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: the server's ``Retry-After`` when it sent
+    one (at most a minute), else exponential backoff with jitter (0.5 s, 1 s, 2 s, … 8 s)."""
+    after = retry_after(exc)
+    if after is not None and after <= MAX_RETRY_AFTER:
         return after
     backoff: float = min(0.5 * 2**attempt, 8.0)
     return backoff * (0.8 + 0.4 * random.random())
@@ -102,7 +172,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def root_cause(exc: BaseException, base_url: str = "") -> str | None:
+def root_cause(exc: BaseException, base_url: str = "", sdk: SdkErrors = NO_SDK) -> str | None:
     """Why a connection failed, in a few words, from the OS or TLS error at the bottom of
     ``exc``'s chain: the DNS lookup, a refused connection, TLS, a timeout, or the OS's own
     words; ``None`` when the chain holds none of them.
@@ -119,7 +189,7 @@ def root_cause(exc: BaseException, base_url: str = "") -> str | None:
             return f"TLS failed: the certificate of {host} was not trusted ({link.verify_message})"
         if isinstance(link, ssl.SSLError):
             return f"TLS failed: {link.reason or link}"
-        if isinstance(link, TimeoutError) or type(link).__name__ in ("ConnectTimeout",):
+        if isinstance(link, (TimeoutError, sdk.connect_timeout)):
             return f"connecting to {host} timed out"
         if isinstance(link, OSError) and link.strerror:
             return f"{link.strerror} ({host})"
@@ -155,20 +225,25 @@ def _cause(exc: BaseException) -> tuple[str, str]:
 
 
 def provider_error(
-    exc: Exception, base_url: str, key_variables: tuple[str, ...], timeout: float | None
+    exc: BaseException,
+    base_url: str,
+    key_variables: tuple[str, ...],
+    timeout: float | None,
+    sdk: SdkErrors = NO_SDK,
 ) -> ProviderError:
-    """Translate an SDK error (openai's and anthropic's share their shape) into ProviderError.
+    """Translate an SDK error (openai's and anthropic's share their shape) into the
+    [`ProviderError`][toolnexus.errors.ProviderError] subclass of its cause.
 
     A 401 names the key variables that were tried; a timeout says how long was waited; a failed
     connection names the URL; every message is one line, the full body is in ``detail``.
     """
     if isinstance(exc, json.JSONDecodeError):
-        return ProviderError(
+        return ProviderProtocolError(
             200, f"the model at {base_url} answered with a body that is not JSON ({exc})"
         )
-    if _is_timeout(exc):
+    if isinstance(exc, sdk.timeout):
         waited = f"within {timeout:g} s" if timeout is not None else "in time"
-        return ProviderError(
+        return ProviderTimeout(
             None,
             f"the model at {base_url} gave no answer {waited} (the request timeout); it was "
             "not retried, since a busy server would only queue the retry behind it",
@@ -176,20 +251,23 @@ def provider_error(
     cause, detail = _cause(exc)
     status = getattr(exc, "status_code", None)
     if status is None:
-        root = root_cause(exc, base_url)
+        root = root_cause(exc, base_url, sdk)
         said = root if root is not None else cause  # the SDK's own words: "Connection error."
-        return ProviderError(None, f"could not reach the model at {base_url}: {said}", detail)
+        return ProviderUnreachable(None, f"could not reach the model at {base_url}: {said}", detail)
     if status == 401:
         variables = " or ".join(key_variables)
-        return ProviderError(
+        return ProviderStatusError(
             401,
             f"the model at {base_url} answered HTTP 401: {cause} (the API key was refused: "
             f"check api_key= or {variables})",
             detail,
         )
-    return ProviderError(
-        int(status), f"the model at {base_url} answered HTTP {status}: {cause}", detail
-    )
+    message = f"the model at {base_url} answered HTTP {status}: {cause}"
+    if not isinstance(exc, sdk.status):  # a body the SDK refused (APIResponseValidationError)
+        return ProviderProtocolError(int(status), message, detail)
+    if isinstance(exc, sdk.rate_limited) or status == 429:
+        return ProviderRateLimited(int(status), message, detail, retry_after(exc))
+    return ProviderStatusError(int(status), message, detail)
 
 
 def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
@@ -198,7 +276,7 @@ def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
         cause = "it is nested too deeply to decode"
     else:
         cause = f"it is not JSON Python can read ({str(exc).split(';')[0]})"
-    return ProviderError(
+    return ProviderProtocolError(
         200, f"the model at {base_url} sent a response that cannot be used: {cause}"
     )
 
@@ -206,7 +284,7 @@ def undecodable_body(base_url: str, exc: BaseException) -> ProviderError:
 def malformed(base_url: str, what: str) -> ProviderError:
     """The error for an answer (or one event of it) that is not of the shape its API defines:
     ``what`` says which part and what came instead."""
-    return ProviderError(
+    return ProviderProtocolError(
         200,
         f"the model at {base_url} answered with a body toolnexus cannot read: {what} (the "
         "server is not speaking this style's API, or failed without saying so; check the "

@@ -17,13 +17,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-try:
-    import openai
-
-    _SDK_ERRORS: tuple[type[Exception], ...] = (openai.APIError,)
-except ImportError:  # the in-process test models reuse this style's shapes without the SDK
-    _SDK_ERRORS = ()
-
 from toolnexus._snapshot import snapshot
 from toolnexus.client.styles._base import (
     CHOICE_WORDS,
@@ -36,13 +29,37 @@ from toolnexus.client.styles._base import (
     system_text,
 )
 from toolnexus.client.styles._deltas import merge_delta, without_indexes
-from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
+from toolnexus.client.styles._errors import (
+    NO_SDK,
+    EmptyStream,
+    SdkErrors,
+    described,
+    http_library_errors,
+    malformed,
+    undecodable_body,
+)
 from toolnexus.client.styles._sdk import post_chat_completion
-from toolnexus.errors import ProviderError
+from toolnexus.errors import ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
 
-__all__ = ["FAILURE_MARK", "OpenAIStyle"]
+try:
+    import openai
+
+    _TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
+    SDK_ERRORS = SdkErrors(
+        base=(openai.APIError,),
+        timeout=(openai.APITimeoutError,),
+        connection=(openai.APIConnectionError,),
+        status=(openai.APIStatusError,),
+        rate_limited=(openai.RateLimitError,),
+        transport=_TRANSPORT,
+        connect_timeout=_CONNECT_TIMEOUT,
+    )
+except ImportError:  # the in-process test models reuse this style's shapes without the SDK
+    SDK_ERRORS = NO_SDK
+
+__all__ = ["FAILURE_MARK", "SDK_ERRORS", "OpenAIStyle"]
 
 _AFTER_EVERY_INDEX = 1 << 62
 
@@ -65,7 +82,7 @@ class OpenAIStyle(Style):
     name = "openai"
     family = "openai"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "OPENAI_API_KEY")
-    sdk_errors: tuple[type[Exception], ...] = _SDK_ERRORS
+    errors = SDK_ERRORS
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {
         **Style.owned_params,
@@ -151,7 +168,7 @@ class OpenAIStyle(Style):
                 raise ProviderError(
                     200, f"the model at {self.base_url} answered 200 with an error: {said}"
                 )
-            raise ProviderError(
+            raise ProviderProtocolError(
                 200,
                 f"the model at {self.base_url} answered without any choice (an empty "
                 '"choices" list): the server produced no reply; check its logs',
@@ -229,7 +246,7 @@ class OpenAIStyle(Style):
         if not received:
             raise EmptyStream
         if finish is None:
-            raise ProviderError(
+            raise ProviderProtocolError(
                 200,
                 f"the model at {self.base_url} ended its stream without a finish reason: the "
                 "response was cut off (the server stopped or crashed mid-answer)",

@@ -19,13 +19,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-try:
-    import openai
-
-    _SDK_ERRORS: tuple[type[Exception], ...] = (openai.APIError,)
-except ImportError:  # pragma: no cover - create_client checks the SDK before using the style
-    _SDK_ERRORS = ()
-
 from toolnexus.client.styles._base import (
     CHOICE_WORDS,
     AssistantTurn,
@@ -37,9 +30,9 @@ from toolnexus.client.styles._base import (
     system_text,
 )
 from toolnexus.client.styles._errors import EmptyStream, described, malformed, undecodable_body
-from toolnexus.client.styles._openai import FAILURE_MARK
+from toolnexus.client.styles._openai import FAILURE_MARK, SDK_ERRORS
 from toolnexus.client.styles._sdk import post_response
-from toolnexus.errors import ProviderError
+from toolnexus.errors import ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._mcp_content import ContentParts
@@ -62,7 +55,7 @@ class ResponsesStyle(Style):
     name = "responses"
     family = "responses"
     key_variables: tuple[str, ...] = ("OPENAI_API_KEY",)
-    sdk_errors: tuple[type[Exception], ...] = _SDK_ERRORS
+    errors = SDK_ERRORS
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {
         **Style.owned_params,
@@ -240,7 +233,7 @@ class ResponsesStyle(Style):
         if not received:
             raise EmptyStream
         if final is None:
-            raise ProviderError(
+            raise ProviderProtocolError(
                 200,
                 f"the model at {self.base_url} ended its stream without completing the "
                 "response: it was cut off (the server stopped or crashed mid-answer)",

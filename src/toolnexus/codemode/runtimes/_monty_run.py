@@ -526,7 +526,7 @@ class Run:
                 raise
             task.uncancel()
             logger.warning("tool %r cancelled its own call before it finished", name)
-            return Outcome.failure(name, DID_NOT_COMPLETE)
+            return Outcome.failure(name, DID_NOT_COMPLETE, "cancelled")
         except Exception:  # call_tool answers every failure itself; never leave a call unanswered
             logger.exception("call_tool raised for the tool %r", name)
             return Outcome.failure(name, "the call failed")

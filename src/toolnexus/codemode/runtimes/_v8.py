@@ -696,7 +696,8 @@ class _Call:
         try:
             outcome = await call_tool(self.name, args)
         except asyncio.CancelledError:
-            conversation.answer(self, Outcome.failure(self.name, "the call was cancelled"))
+            cancelled = Outcome.failure(self.name, "the call was cancelled", "cancelled")
+            conversation.answer(self, cancelled)
             raise
         except Exception:
             logger.exception("call_tool raised for the tool %r", self.name)
