@@ -40,6 +40,7 @@ SLOW_FILES = frozenset(
         "test_mcp_gateway_proxy.py",  # upstream, gateway and TypeScript client processes
         "test_mcp_gateway_conformance.py",  # the suite's 32 scenarios in three modes
         "test_mcp_gateway_tasks.py",  # gateways killed and restarted, a Temporal server
+        "test_mcp_gateway_relay.py",  # gateways, upstreams and TypeScript clients
         "test_client_security.py",  # hostile endpoints, each until a limit ends it
         "test_builtins_security.py",  # real shells, process trees, timeouts
         "test_cli_first_hour.py",  # the command in subprocesses, Ctrl-C, time limits
@@ -88,7 +89,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the slow tests (see `SLOW_FILES`), so ``-m "not slow"`` runs the fast subset."""
     slow = pytest.mark.slow
     for item in items:
-        name = item.nodeid.rpartition("/")[2]
+        path, _, rest = item.nodeid.partition("::")  # a parameter id may hold a "/"
+        name = path.rpartition("/")[2] + "::" + rest
         if name.partition("::")[0] in SLOW_FILES or name.startswith(SLOW_TESTS):
             item.add_marker(slow)
 

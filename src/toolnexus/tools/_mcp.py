@@ -500,7 +500,9 @@ class _Link:
                 request.cancel()  # the SDK tells the server the request is abandoned
         if not unreadable.done() or (request.done() and not request.cancelled()):
             try:
-                return request.result()
+                answer = request.result()
+                await progress.settled()  # its notifications reach the hook before its answer
+                return answer
             except Exception as exc:
                 if _plain(exc):  # rebuilt with the server's secrets scrubbed from its message
                     raise type(exc)(self.secrets.redact(str(exc))) from None
@@ -582,33 +584,7 @@ class _Link:
         ``on_progress`` runs in the context of the call (its context variables as the caller
         set them), not of the SDK's reader task the notification arrives on: so a hook can
         tell which of several concurrent calls of one server a notification is for."""
-        server = self.server
-        caller = contextvars.copy_context()
-
-        async def progressed(progress: float, total: float | None, message: str | None) -> None:
-            logger.debug(
-                "MCP server %r: %s progress %s/%s %s", server.name, tool, progress, total, message
-            )
-            if log is not None:
-                with contextlib.suppress(Exception):
-                    log.log_event(
-                        "mcp_progress",
-                        {
-                            "server": server.name,
-                            "tool": tool,
-                            "progress": progress,
-                            "total": total,
-                            "message": message,
-                        },
-                    )
-            if server.on_progress is not None:
-                hook = server.on_progress(server.name, tool, progress, total, message)
-                try:
-                    await asyncio.get_running_loop().create_task(hook, context=caller)
-                except Exception:
-                    logger.exception("the on_progress hook of MCP server %r failed", server.name)
-
-        return progressed
+        return _Progress(self.server, tool, log, contextvars.copy_context())
 
     def _unreadable(self, problem: Exception) -> None:
         """The transport could not parse a message of the server (the SDK hands the parse
@@ -709,6 +685,51 @@ class _Link:
                 raise
         else:
             self.gone = "closed"
+
+
+class _Progress:
+    """One call's progress callback (see `_Link._progress`). `settled` waits for the hooks of
+    the notifications that came before the answer: the SDK runs each callback in a task of its
+    own, so without the wait an answer could overtake its last notifications."""
+
+    def __init__(
+        self, server: ServerConfig, tool: str, log: Any, caller: contextvars.Context
+    ) -> None:
+        self.server, self.tool, self.log, self.caller = server, tool, log, caller
+        self.hooks: set[asyncio.Task[Any]] = set()
+
+    async def settled(self) -> None:
+        for _ in range(3):  # let the callbacks the SDK spawned for earlier notifications start
+            await asyncio.sleep(0)
+        if self.hooks:
+            await asyncio.wait(self.hooks, timeout=5)
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        server, tool = self.server, self.tool
+        logger.debug(
+            "MCP server %r: %s progress %s/%s %s", server.name, tool, progress, total, message
+        )
+        if self.log is not None:
+            with contextlib.suppress(Exception):
+                self.log.log_event(
+                    "mcp_progress",
+                    {
+                        "server": server.name,
+                        "tool": tool,
+                        "progress": progress,
+                        "total": total,
+                        "message": message,
+                    },
+                )
+        if server.on_progress is not None:
+            hook = server.on_progress(server.name, tool, progress, total, message)
+            task = asyncio.get_running_loop().create_task(hook, context=self.caller)
+            self.hooks.add(task)
+            task.add_done_callback(self.hooks.discard)
+            try:
+                await task
+            except Exception:
+                logger.exception("the on_progress hook of MCP server %r failed", server.name)
 
 
 def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
