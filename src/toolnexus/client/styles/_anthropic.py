@@ -33,10 +33,9 @@ from toolnexus.client.styles._base import (
 from toolnexus.client.styles._deltas import merge_delta
 from toolnexus.client.styles._errors import (
     EmptyStream,
-    SdkErrors,
     described,
-    http_library_errors,
     malformed,
+    sdk_errors,
     undecodable_body,
 )
 from toolnexus.errors import ProviderError, ProviderProtocolError
@@ -44,8 +43,6 @@ from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.scheduling._batch import parse_arguments
 from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._mcp_content import ContentParts
-
-_TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
 
 __all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 
@@ -73,15 +70,7 @@ class AnthropicStyle(Style):
     name = "anthropic"
     family = "anthropic"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
-    errors = SdkErrors(
-        base=(anthropic.APIError,),
-        timeout=(anthropic.APITimeoutError,),
-        connection=(anthropic.APIConnectionError,),
-        status=(anthropic.APIStatusError,),
-        rate_limited=(anthropic.RateLimitError,),
-        transport=_TRANSPORT,
-        connect_timeout=_CONNECT_TIMEOUT,
-    )
+    errors = sdk_errors(anthropic)
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {
         **Style.owned_params,

@@ -40,7 +40,6 @@ __all__ = [
     "EmptyStream",
     "SdkErrors",
     "described",
-    "http_library_errors",
     "lost_connection",
     "malformed",
     "provider_error",
@@ -48,6 +47,7 @@ __all__ = [
     "retry_delay",
     "retryable",
     "root_cause",
+    "sdk_errors",
     "undecodable_body",
 ]
 
@@ -105,12 +105,12 @@ _HTTP_LIBRARIES = ("httpx", "httpx2")
 their current releases use instead."""
 
 
-def http_library_errors() -> tuple[
-    tuple[type[BaseException], ...], tuple[type[BaseException], ...]
-]:
-    """(``TransportError``, ``ConnectTimeout``) of each installed HTTP library an SDK may be
-    built on (`SdkErrors.transport`, `SdkErrors.connect_timeout`); a style calls it where it
-    imports its SDK, so these are already imported."""
+def sdk_errors(sdk: Any) -> SdkErrors:
+    """The `SdkErrors` of an official SDK module (``openai``, ``anthropic``): both name their
+    exception classes alike (``APIError``, ``APITimeoutError``, ``APIConnectionError``,
+    ``APIStatusError``, ``RateLimitError``), plus the ``TransportError`` and ``ConnectTimeout``
+    of each installed HTTP library they may be built on. A style calls it where it imports its
+    SDK, so all of these are already imported."""
     transport: list[type[BaseException]] = []
     connect_timeout: list[type[BaseException]] = []
     for name in _HTTP_LIBRARIES:
@@ -120,7 +120,15 @@ def http_library_errors() -> tuple[
             continue
         transport.append(library.TransportError)
         connect_timeout.append(library.ConnectTimeout)
-    return tuple(transport), tuple(connect_timeout)
+    return SdkErrors(
+        base=(sdk.APIError,),
+        timeout=(sdk.APITimeoutError,),
+        connection=(sdk.APIConnectionError,),
+        status=(sdk.APIStatusError,),
+        rate_limited=(sdk.RateLimitError,),
+        transport=tuple(transport),
+        connect_timeout=tuple(connect_timeout),
+    )
 
 
 def lost_connection(exc: BaseException, sdk: SdkErrors) -> bool:

@@ -32,10 +32,9 @@ from toolnexus.client.styles._deltas import merge_delta, without_indexes
 from toolnexus.client.styles._errors import (
     NO_SDK,
     EmptyStream,
-    SdkErrors,
     described,
-    http_library_errors,
     malformed,
+    sdk_errors,
     undecodable_body,
 )
 from toolnexus.client.styles._sdk import post_chat_completion
@@ -46,16 +45,7 @@ from toolnexus.tools import Tool, Toolkit
 try:
     import openai
 
-    _TRANSPORT, _CONNECT_TIMEOUT = http_library_errors()
-    SDK_ERRORS = SdkErrors(
-        base=(openai.APIError,),
-        timeout=(openai.APITimeoutError,),
-        connection=(openai.APIConnectionError,),
-        status=(openai.APIStatusError,),
-        rate_limited=(openai.RateLimitError,),
-        transport=_TRANSPORT,
-        connect_timeout=_CONNECT_TIMEOUT,
-    )
+    SDK_ERRORS = sdk_errors(openai)
 except ImportError:  # the in-process test models reuse this style's shapes without the SDK
     SDK_ERRORS = NO_SDK
 
