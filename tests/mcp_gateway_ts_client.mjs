@@ -5,7 +5,8 @@
 // {"command": ..., "args": [...], "env": {...}, "approve": "accept"|"decline"|"cancel"|"malformed",
 //  "declare": ["elicitation", "sampling", "roots"], "calls": [{"name": ..., "arguments": {...}}]}.
 // Prints one JSON line: the negotiated version, the server's capabilities, every request the
-// gateway made of this client, and each call's result (with its progress notifications).
+// gateway made of this client, and each call's result (with its progress notifications: as the
+// SDK delivered them, and as they arrived on the wire before the call's answer).
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -28,6 +29,7 @@ const asked = [];
 if (declare.has("elicitation")) {
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
     asked.push({ method: request.method, params: request.params });
+    if (request.params.mode === "url") return { action: "accept" }; // the user went there
     const schema = request.params.requestedSchema ?? {};
     if (schema.properties && "approve" in schema.properties) {
       const how = scenario.approve ?? "accept";
@@ -62,6 +64,30 @@ transport.setProtocolVersion = (version) => {
   negotiated = version; // the SDK hands the transport the version initialize settled on
 };
 await client.connect(transport);
+// What arrived on the wire, in order: progress notifications and responses. The SDK hands a
+// notification to its handler a microtask later but settles a response at once, so progress
+// that arrives in the same read as its call's answer never reaches `onprogress` (the SDK
+// drops it as "a progress notification for an unknown token"); the wire shows what was sent.
+const wire = [];
+const deliver = transport.onmessage;
+transport.onmessage = (message, extra) => {
+  if (message.method === "notifications/progress") wire.push({ progress: message.params });
+  else if (message.id !== undefined && message.method === undefined) wire.push({ response: message.id });
+  deliver(message, extra);
+};
+let callId = null;
+const send = transport.send.bind(transport);
+transport.send = (message, options) => {
+  if (message.method === "tools/call") callId = message.id;
+  return send(message, options);
+};
+const sentBefore = (id) => {
+  const end = wire.findIndex((event) => event.response === id);
+  return wire
+    .slice(0, end < 0 ? wire.length : end)
+    .filter((event) => event.progress && event.progress.progressToken === id)
+    .map((event) => event.progress);
+};
 const out = {
   version: negotiated,
   capabilities: client.getServerCapabilities(),
@@ -75,9 +101,10 @@ for (const call of scenario.calls ?? []) {
       undefined,
       { onprogress: (p) => progress.push(p), timeout: 60000 },
     );
-    out.calls.push({ result, progress });
+    out.calls.push({ result, progress, wire: sentBefore(callId) });
   } catch (error) {
-    out.calls.push({ error: { code: error.code ?? null, message: String(error.message) }, progress });
+    const failed = { code: error.code ?? null, message: String(error.message) };
+    out.calls.push({ error: failed, progress, wire: sentBefore(callId) });
   }
 }
 out.asked = asked;

@@ -116,6 +116,13 @@ async def ask(
 
 
 @server.tool()
+async def sign_in(ctx: Context) -> str:
+    """Sends the user to a page (URL elicitation) and returns their answer's action."""
+    answer = await ctx.elicit_url("Sign in to continue", "https://example.com/sign-in", "in-1")
+    return answer.action
+
+
+@server.tool()
 async def sample(prompt: str, reply: Annotated[CreateMessageResult, Resolve(_question)]) -> str:
     """Asks the client's model (sampling) and returns its text."""
     content = reply.content

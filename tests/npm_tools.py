@@ -8,6 +8,7 @@ installs them itself; later runs reuse them. Nothing is fetched at test time aft
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -37,14 +38,23 @@ def package(folder: Path, name: str) -> Path:
 
 
 def install() -> tuple[Path, str | None]:
-    """``(folder, None)`` once the packages are there, else ``(folder, why not)``."""
+    """``(folder, None)`` once the packages are there, else ``(folder, why not)``.
+
+    Test processes running side by side (``pytest -n``) take turns: one installs, the others
+    wait on the folder's lock and then find the packages there."""
     folder = cache()
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install(folder)
+
+
+def _install(folder: Path) -> tuple[Path, str | None]:
     if node(folder).exists() and all(package(folder, name).exists() for name in PACKAGES):
         return folder, None
     npm = shutil.which("npm")
     if npm is None:
         return folder, "npm is not installed (apt-get install npm)"
-    folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "package.json").exists():
         (folder / "package.json").write_text('{"name": "mcp-test-tools", "private": true}\n')
     specs = [f"{name}@{version}" for name, version in PACKAGES.items()]

@@ -77,7 +77,7 @@ async def test_tools_are_named_and_classified_by_their_annotations(config: dict[
         named = {t.name: t for t in tools}
         assert set(named) == {
             "test_lookup", "test_store", "test_stats", "test_explode", "test_die", "test_grow",
-            "test_ask", "test_sample", "test_roots", "test_capabilities", "test_progress", "test_image",
+            "test_ask", "test_sign_in", "test_sample", "test_roots", "test_capabilities", "test_progress", "test_image",
         }  # fmt: skip
         assert concurrency_mode(named["test_lookup"], {}) == "parallel"
         assert concurrency_mode(named["test_store"], {}) == "exclusive"

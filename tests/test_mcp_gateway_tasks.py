@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -430,6 +431,7 @@ async def test_a_durable_task_survives_kill_9_of_its_gateway_and_of_a_worker(
     }
     print("durable kill test:", json.dumps(figures, indent=1))
     assert found["taskId"] == task_id and found["status"] in ("working", "completed")
+    assert "result" in output, output
     assert output["result"]["first"] == [f"read a{i}" for i in range(6)]
     assert output["result"]["wrote"] == "wrote w1"
     assert output["result"]["second"] == [f"read b{i}" for i in range(6)]
@@ -495,3 +497,27 @@ def test_an_unreachable_temporal_stops_the_gateway_with_one_line(tmp_path: Path)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "toolnexus.durable: cannot reach Temporal at 127.0.0.1:" in lines[0]
+
+
+def test_durable_without_a_durable_key_is_the_local_temporal_default(tmp_path: Path) -> None:
+    # --durable with no toolnexus.durable key: Temporal's own default address on this machine
+    # (nothing listens there in the tests, so the gateway stops saying where it looked).
+    from toolnexus.mcp._config import LOCAL_DURABLE
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 7233)) == 0:
+            pytest.skip("a Temporal server (or something else) listens on 127.0.0.1:7233")
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"up": {"command": sys.executable, "args": [UPSTREAM]}}})
+    )
+    done = subprocess.run(
+        [*task_serve_command(config), "--durable"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert f"cannot reach Temporal at {LOCAL_DURABLE['address']}" in lines[0], lines

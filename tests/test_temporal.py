@@ -68,7 +68,11 @@ class Workers:
         self.queue = queue or f"q-{uuid.uuid4()}"
         self.log = log
         command = [sys.executable, str(HERE / "temporal_worker.py"), address, self.queue, str(log)]
-        env = {**os.environ, "TOOLNEXUS_TEST_STORE": str(store) if store else ""}
+        # Not measured by coverage (its subprocess patch passes COVERAGE_PROCESS_CONFIG on): a
+        # worker runs thousands of activities, several times slower traced, and the modules it
+        # runs are measured in process by the other tests.
+        env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_CONFIG"}
+        env["TOOLNEXUS_TEST_STORE"] = str(store) if store else ""
         self.processes = [
             subprocess.Popen(
                 command + ([model_url] if model_url else []),

@@ -451,6 +451,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
                 mode=args.mode,
                 max_parallel=args.max_parallel,
                 audit_log=args.audit_log,
+                durable=args.durable,
             )
         )
     except ConfigurationError as exc:  # an option the gateway refuses: the command line's
@@ -897,6 +898,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-parallel", type=_at_least_one, help=PARALLEL_HELP)
     serve.add_argument("--audit-log", help="append every session event to this JSON-lines file")
     serve.add_argument("--tools", help=TOOLS_HELP)
+    serve.add_argument(
+        "--durable",
+        action="store_true",
+        help="run_code tasks as Temporal workflows that survive a restart: at the config's "
+        "toolnexus.durable address and task queue, else 127.0.0.1:7233, queue "
+        "toolnexus-gateway (needs toolnexus[temporal])",
+    )
     return parser
 
 
@@ -940,7 +948,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         _log_to_stderr(args.verbose)
-        console = Console()
+        console = Console(soft_wrap=True)  # paths and logs on one line, piped or not
         if args.command is None or (args.command == "mcp" and args.mcp_command is None):
             args.help_of.print_help()  # a bare command: what it can do
             return 2

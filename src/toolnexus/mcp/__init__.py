@@ -25,7 +25,7 @@ except ImportError as exc:
     raise MissingExtraError("toolnexus.mcp (the mcp SDK)", "mcp") from exc
 
 from toolnexus.errors import ConfigurationError
-from toolnexus.mcp._config import gateway_options, load_config
+from toolnexus.mcp._config import durable_settings, gateway_options, load_config
 from toolnexus.mcp._gateway import RESERVED_NAMES, Gateway, GatewayMode
 from toolnexus.mcp._proxy import Upstreams
 from toolnexus.mcp._relay import Relay
@@ -161,11 +161,16 @@ async def serve_config(
     host: str = "127.0.0.1",
     port: int = 8000,
     extra_tools: Sequence[Tool] = (),
+    durable: bool = False,
     **overrides: Any,
 ) -> None:
     """Connect the MCP servers of ``config`` (see `load_config`) and serve the gateway over
     their tools and ``extra_tools``; ``overrides`` (not ``None``) win over the config's
     ``toolnexus`` options.
+
+    ``run_code`` tasks are durable Temporal workflows when the config has a
+    ``toolnexus.durable`` key, or when ``durable`` is true (``--durable``): then, without that
+    key, on a Temporal server at ``127.0.0.1:7233``, task queue ``toolnexus-gateway``.
 
     The upstream servers' requests (sampling, elicitation, roots) and progress are relayed
     to the client whose call caused them (see `Relay`). At start, one line on stderr says the
@@ -177,7 +182,8 @@ async def serve_config(
             (found before any upstream starts).
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
-    durable = options.pop("durable", None)  # run_code tasks as Temporal workflows (_durable.py)
+    settings = durable_settings(options, durable)  # run_code tasks as workflows (_durable.py)
+    options.pop("durable", None)
     sock = listening_socket(host, port) if transport == "http" else None
     relay = Relay()
     servers = {
@@ -202,10 +208,10 @@ async def serve_config(
 
         tools.on_change(changed)
         async with contextlib.AsyncExitStack() as stack:
-            if durable is not None:  # Temporal reached before the gateway says it serves
+            if settings is not None:  # Temporal reached before the gateway says it serves
                 from toolnexus.mcp._durable import durable_tasks  # needs the temporal extra
 
-                await stack.enter_async_context(durable_tasks(gateway, durable))
+                await stack.enter_async_context(durable_tasks(gateway, settings))
             _say(_started(transport, host, port, tools))
             if transport == "http" and not _loopback(host):
                 _say(

@@ -63,6 +63,21 @@ class _Durable(BaseModel):
     namespace: str = Field(default="default", min_length=1, max_length=200)
 
 
+LOCAL_DURABLE = {"address": "127.0.0.1:7233", "task_queue": "toolnexus-gateway"}
+"""``--durable`` without a ``toolnexus.durable`` key: a Temporal server on this machine at its
+default port (``temporal server start-dev``), on the gateway's own task queue."""
+
+
+def durable_settings(options: Mapping[str, Any], wanted: bool) -> dict[str, Any] | None:
+    """Where run_code tasks run as Temporal workflows: the config's ``toolnexus.durable``, or
+    `LOCAL_DURABLE` when ``wanted`` (``--durable``) and the config names none; ``None``
+    (in-memory tasks) when neither asks for it."""
+    given = options.get("durable")
+    if given is not None:
+        return dict(given)
+    return _Durable.model_validate(LOCAL_DURABLE).model_dump() if wanted else None
+
+
 class _Budgets(BaseModel):
     """The schema of ``toolnexus.budgets``."""
 
