@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -171,6 +171,16 @@ class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
+class UpdateParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
 class DetailedTask(types.Result):
     """What ``tasks/get`` answers on 2026-07-28."""
 
@@ -183,6 +193,7 @@ class DetailedTask(types.Result):
     poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = Field(default=None, alias="inputRequests")
 
 
 class CreatedTask(types.Result):
@@ -198,11 +209,23 @@ class CreatedTask(types.Result):
 
 
 class Polling:
-    """The SDK client's resolution of a task: poll ``tasks/get`` until it ends; what it saw."""
+    """The SDK client's resolution of a task: poll ``tasks/get`` until it ends; what it saw.
+    With ``answer``, a task's ``inputRequests`` are answered by ``tasks/update``, each with
+    ``answer(request)`` (keyed as asked; ``{"forged-key": ...}`` extra keys are sent too)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.created: list[CreatedTask] = []
         self.seen: list[DetailedTask] = []
+        self.answer = answer
+        self.asked: list[dict[str, Any]] = []
+
+    async def _answer(self, got: DetailedTask, ctx: ClaimContext) -> None:
+        assert self.answer is not None and got.input_requests, got
+        self.asked.extend(got.input_requests.values())
+        responses = {key: self.answer(request) for key, request in got.input_requests.items()}
+        responses["not-asked"] = {"action": "accept", "content": {"approve": True}}  # ignored
+        params = UpdateParams(taskId=got.task_id, inputResponses=responses)
+        await ctx.session.send_request(UpdateTask(params=params), types.EmptyResult)
 
     async def resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
         self.created.append(created)
@@ -215,13 +238,19 @@ class Polling:
                 return types.CallToolResult.model_validate(got.result, by_name=False)
             if got.status in ("failed", "cancelled"):
                 raise AssertionError(f"the task ended {got.status}: {got.error}")
+            if got.status == "input_required" and self.answer is not None:
+                await self._answer(got, ctx)
+                continue
             await asyncio.sleep((got.poll_interval_ms or 500) / 1000 / 5)
 
 
 @asynccontextmanager
-async def modern_session(url: str, polling: Polling | None = None) -> AsyncIterator[ClientSession]:
+async def modern_session(
+    url: str, polling: Polling | None = None, elicitation_callback: Any = None
+) -> AsyncIterator[ClientSession]:
     """The python SDK client on 2026-07-28; with ``polling``, it declares the tasks extension
-    and resolves task results by polling."""
+    and resolves task results by polling; with ``elicitation_callback``, it declares
+    elicitation (the callback itself is never asked: a task's questions come by polling)."""
     extensions = {TASKS: {}} if polling is not None else None
     claims = (
         {TASKS: [ResultClaim(result_type="task", model=CreatedTask, resolve=polling.resolve)]}
@@ -230,7 +259,13 @@ async def modern_session(url: str, polling: Polling | None = None) -> AsyncItera
     )
     async with (
         streamable_http_client(url) as (read, write),
-        ClientSession(read, write, extensions=extensions, result_claims=claims) as session,
+        ClientSession(
+            read,
+            write,
+            extensions=extensions,
+            result_claims=claims,
+            elicitation_callback=elicitation_callback,
+        ) as session,
     ):
         await session.discover()
         yield session

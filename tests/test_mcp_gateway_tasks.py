@@ -142,6 +142,47 @@ async def test_a_program_task_with_the_python_sdk_on_2026_07_28(gateway: tuple[s
     assert any("calls done" in (t.status_message or "") for t in polling.seen)
 
 
+@pytest.mark.parametrize(
+    ("answer", "approved"),
+    [({"action": "accept", "content": {"approve": True}}, True),
+     ({"action": "decline"}, False),
+     ({"action": "accept", "content": {"approve": "yes"}}, False)],  # malformed
+    ids=["accept", "decline", "malformed"],
+)  # fmt: skip
+async def test_an_approval_inside_a_task_on_2026_07_28_is_answered_by_tasks_update(
+    gateway: tuple[str, Path], answer: dict[str, Any], approved: bool
+) -> None:
+    url, audit = gateway
+    key = f"modern-{uuid.uuid4().hex[:6]}"
+    polling = Polling(answer=lambda request: answer)
+
+    async def never_asked(context: Any, params: Any) -> Any:
+        raise AssertionError("a task's question came as a request, not in inputRequests")
+
+    program = f'await tools.up_store({{"key": "{key}", "delay": 0}})'
+    async with modern_session(url, polling, elicitation_callback=never_asked) as session:
+        created = await session.call_tool("run_code", {"code": program}, allow_claimed=True)
+        assert isinstance(created, CreatedTask)
+        claim = ClaimContext(session=session, tool_name="run_code", read_timeout_seconds=None)
+        result = await polling.resolve(created, claim)
+    [asked] = polling.asked  # asked once; the key it did not ask for was ignored
+    assert asked["method"] == "elicitation/create" and key in asked["params"]["message"]
+    waiting = [t for t in polling.seen if t.status == "input_required"]
+    assert waiting and all(
+        "waiting for the client's answer" in (t.status_message or "") for t in waiting
+    )
+    assert polling.seen[-1].status == "completed"
+    output = result.structured_content or {}
+    if approved:
+        assert output["result"] == f"stored {key}", output
+    else:  # refused, never run
+        assert "error" in output and output["calls"][0]["status"] == "error", output
+    answers = [e for e in audit_events(audit) if e["type"] == "approval_answer"]
+    assert answers[-1]["data"]["outcome"] == (
+        "approved" if approved else "declined" if answer["action"] == "decline" else "malformed"
+    )
+
+
 async def test_a_direct_upstream_call_as_a_task(gateway: tuple[str, Path]) -> None:
     url, audit = gateway
     key = f"direct-{uuid.uuid4().hex[:6]}"

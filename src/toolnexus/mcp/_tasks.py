@@ -15,9 +15,10 @@ Both protocol generations are served, each to the clients that negotiated it:
 
 A task runs the very handler a plain ``tools/call`` runs (`Gateway._call_tool`), so the
 scheduling rule, approvals and the audit log apply to it exactly as to a plain call; the
-progress that handler reports becomes the task's ``statusMessage``, and an approval it asks
-for (2025-11-25) makes the task ``input_required`` until a ``tasks/result`` request is open to
-carry the question.
+progress that handler reports becomes the task's ``statusMessage``, and a question it asks
+(an approval, an upstream's relayed request) makes the task ``input_required``: on 2025-11-25
+until a ``tasks/result`` request is open to carry the question; on 2026-07-28 ``tasks/get``
+shows the questions as ``inputRequests`` and the client answers them with ``tasks/update``.
 
 Ownership (see ``docs/mcp_server.md``, "Tasks"): a task belongs to the credential the client
 sent (the ``Authorization`` header, hashed), else to its MCP session (2025-era streamable
@@ -36,7 +37,7 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -116,6 +117,7 @@ class TaskState:
     message: str | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None  # 2026-07-28, while input_required
 
     @property
     def expired(self) -> bool:
@@ -145,6 +147,8 @@ class TaskState:
             "ttlMs": self.ttl_ms,
             "pollIntervalMs": POLL_INTERVAL_MS,
         }
+        if self.status == "input_required" and self.input_requests:
+            task["inputRequests"] = self.input_requests
         if self.status == "completed" and self.result is not None:
             task["result"] = _sieved(self.result, LATEST_MODERN_VERSION)
         if self.status == "failed":
@@ -194,6 +198,26 @@ class _Local:
     channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result:
     # (session, request id) of each, whose stream may carry what the task asks
     channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    answers: asyncio.Queue[dict[str, Any]] = dataclasses.field(default_factory=asyncio.Queue)
+
+    async def input_responses(self, requests: Mapping[str, BaseModel]) -> dict[str, Any]:
+        """2026-07-28: show ``requests`` on ``tasks/get`` (the task ``input_required``) and
+        wait for a ``tasks/update`` that answers at least one of them; its responses."""
+        wire = {
+            key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for key, request in requests.items()
+        }
+        self.status("input_required", "waiting for the client's answer (tasks/update)")
+        self.state.input_requests = wire
+        try:
+            while True:
+                answered = await self.answers.get()
+                given = {key: value for key, value in answered.items() if key in wire}
+                if given:
+                    return given
+        finally:
+            self.state.input_requests = None
+            self.status("working", "answered")
 
     def status(self, status: Status, message: str) -> None:
         if self.state.status not in TERMINAL:
@@ -353,6 +377,11 @@ class TaskSupport:
         task_ctx = dataclasses.replace(ctx, session=_TaskSession(ctx.session, local))
         try:
             result = await self.gateway._call_tool(task_ctx, params)
+            while isinstance(result, types.InputRequiredResult) and result.request_state:
+                # 2026-07-28: the call asked; its next round comes with the client's answers
+                responses = await local.input_responses(result.input_requests or {})
+                again = {"request_state": result.request_state, "input_responses": responses}
+                result = await self.gateway._call_tool(task_ctx, params.model_copy(update=again))
         except asyncio.CancelledError:
             local.finish("cancelled", "cancelled by the client")
             return
@@ -515,10 +544,15 @@ class TaskSupport:
         return {} if modern else state.legacy()
 
     async def _update(self, ctx: Any, params: _UpdateParams) -> dict[str, Any]:
-        """``tasks/update`` (2026-07-28): these tasks never ask for input, so responses are
-        ignored (as the extension says for keys that are not outstanding) and acknowledged."""
+        """``tasks/update`` (2026-07-28): answers to the task's ``inputRequests``. Keys that
+        are not outstanding are ignored, as the extension says (a durable task never asks),
+        and the update is acknowledged; each answer is checked against what its question
+        needs (one of another shape refuses the call as malformed, never runs it)."""
         _check_modern(ctx)
         await self._find(ctx, params.task_id)
+        local = self._local(ctx, params.task_id)
+        if local is not None and local.state.input_requests and params.input_responses:
+            local.answers.put_nowait(dict(params.input_responses))
         return {}
 
 
@@ -543,8 +577,8 @@ class _TaskSession:
         """Ask the client (an approval) while the task runs: the task is ``input_required``
         until a ``tasks/result`` request of its client is open, and the question rides that
         request's stream (the request that started the task was answered long ago), as the
-        2025-11-25 tasks flow has it. Elsewhere (2026-07-28, no back channel) the session
-        raises, and the approval refuses the call."""
+        2025-11-25 tasks flow has it. (On 2026-07-28 a question never comes here: the call
+        parks it as an ``InputRequiredResult`` round, which the task shows on ``tasks/get``.)"""
         local = self._local
         if self._session_modern():
             return await self._session.elicit_form(message, requested_schema, *args)
