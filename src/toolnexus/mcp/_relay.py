@@ -226,6 +226,26 @@ class Parked:
         self._calls[call_id] = (scope, task, 0)
         return await self._round(call_id)
 
+    async def unanswerable(self, state: str) -> None:
+        """Returns once the call of ``state`` no longer waits for an answer to that round: a
+        question of it was dropped (past the call's budget, refused as timed out) or answered
+        some other way, or the call ended. A task, which has no client round to wait for,
+        then takes the next round with no answers (see `toolnexus.mcp._tasks`)."""
+        call_id = _call_of(state)
+        entry = self._calls.get(call_id) if call_id is not None else None
+        if entry is None:
+            return
+        scope, task, _ = entry
+        waiting = [future for _, _, future in scope.pending.values() if not future.done()]
+        await asyncio.wait({task, *waiting}, return_when=asyncio.FIRST_COMPLETED)
+
+    def cancel(self, state: str) -> None:
+        """Stop the call of ``state`` (its task was cancelled while the call was parked)."""
+        call_id = _call_of(state)
+        entry = self._calls.pop(call_id, None) if call_id is not None else None
+        if entry is not None:
+            entry[1].cancel()
+
     async def resume(self, ctx: Any, state: str, responses: Mapping[str, Any] | None) -> Any:
         """The next round of a parked call, with the client's answers.
 
@@ -238,7 +258,7 @@ class Parked:
             call_id, round_number = decoded["call"], decoded["round"]
         except (ValueError, KeyError, TypeError):
             raise _invalid("the requestState is not one this gateway issued") from None
-        entry = self._calls.get(call_id)
+        entry = self._calls.get(call_id) if isinstance(call_id, str) else None
         if entry is None:
             raise _invalid(
                 "the requestState names no call in progress (it finished and its result was "
@@ -278,6 +298,15 @@ class Parked:
     def _expire(self, call_id: str) -> None:
         """A finished call's result waits `RESULT_GRACE` seconds for the client's round."""
         asyncio.get_running_loop().call_later(RESULT_GRACE, self._calls.pop, call_id, None)
+
+
+def _call_of(state: str) -> str | None:
+    """The call a ``requestState`` this gateway issued names, else ``None``."""
+    try:
+        call_id = json.loads(state)["call"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return call_id if isinstance(call_id, str) else None
 
 
 def _invalid(message: str) -> MCPError:

@@ -30,6 +30,7 @@ random bits, is then the bearer secret, as the extension's security notes allow.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -198,7 +199,9 @@ class _Local:
     channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result:
     # (session, request id) of each, whose stream may carry what the task asks
     channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    answers: asyncio.Queue[dict[str, Any]] = dataclasses.field(default_factory=asyncio.Queue)
+    answers: asyncio.Queue[dict[str, Any]] = dataclasses.field(
+        default_factory=lambda: asyncio.Queue(maxsize=4)  # a client's flood of updates waits
+    )
 
     async def input_responses(self, requests: Mapping[str, BaseModel]) -> dict[str, Any]:
         """2026-07-28: show ``requests`` on ``tasks/get`` (the task ``input_required``) and
@@ -379,7 +382,7 @@ class TaskSupport:
             result = await self.gateway._call_tool(task_ctx, params)
             while isinstance(result, types.InputRequiredResult) and result.request_state:
                 # 2026-07-28: the call asked; its next round comes with the client's answers
-                responses = await local.input_responses(result.input_requests or {})
+                responses = await self._answers(local, result)
                 again = {"request_state": result.request_state, "input_responses": responses}
                 result = await self.gateway._call_tool(task_ctx, params.model_copy(update=again))
         except asyncio.CancelledError:
@@ -400,6 +403,25 @@ class TaskSupport:
             return
         wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         local.finish("completed", "failed as data" if result.is_error else "done", result=wire)
+
+    async def _answers(self, local: _Local, asked: types.InputRequiredResult) -> dict[str, Any]:
+        """The client's answers to a round's questions (by ``tasks/update``); none when the
+        call stops waiting for them first (past its budget the question is refused as timed
+        out, and the program goes on): the task never waits for an answer no one needs."""
+        assert asked.request_state is not None
+        answered = asyncio.ensure_future(local.input_responses(asked.input_requests or {}))
+        dropped = asyncio.ensure_future(self.gateway._parked.unanswerable(asked.request_state))
+        try:
+            await asyncio.wait({answered, dropped}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the task was cancelled: so is its parked call
+            self.gateway._parked.cancel(asked.request_state)
+            raise
+        finally:
+            answered.cancel()
+            dropped.cancel()
+        if answered.done() and not answered.cancelled():
+            return answered.result()
+        return {}
 
     def owner(self, ctx: Any) -> str | None:
         """Who a request speaks for (see the module's docstring)."""
@@ -552,7 +574,8 @@ class TaskSupport:
         await self._find(ctx, params.task_id)
         local = self._local(ctx, params.task_id)
         if local is not None and local.state.input_requests and params.input_responses:
-            local.answers.put_nowait(dict(params.input_responses))
+            with contextlib.suppress(asyncio.QueueFull):  # a flood of updates is dropped
+                local.answers.put_nowait(dict(params.input_responses))
         return {}
 
 
