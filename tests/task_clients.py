@@ -211,7 +211,7 @@ class CreatedTask(types.Result):
 class Polling:
     """The SDK client's resolution of a task: poll ``tasks/get`` until it ends; what it saw.
     With ``answer``, a task's ``inputRequests`` are answered by ``tasks/update``, each with
-    ``answer(request)`` (keyed as asked; ``{"forged-key": ...}`` extra keys are sent too)."""
+    ``answer(request)`` (keyed as asked, plus a ``"not-asked"`` key the gateway must ignore)."""
 
     def __init__(self, answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self.created: list[CreatedTask] = []
@@ -242,6 +242,23 @@ class Polling:
                 await self._answer(got, ctx)
                 continue
             await asyncio.sleep((got.poll_interval_ms or 500) / 1000 / 5)
+
+
+async def never_asked(context: Any, params: Any) -> Any:
+    """An elicitation callback for `modern_session`: it declares elicitation, and fails the
+    test if a task's question comes as a request rather than in ``inputRequests``."""
+    raise AssertionError("a task's question came as a request, not in inputRequests")
+
+
+async def task_state(session: ClientSession, task_id: str, until: set[str]) -> DetailedTask:
+    """``tasks/get`` (2026-07-28) polled until the task's status is one of ``until``."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        got = await session.send_request(GetTask(params=TaskIdParams(taskId=task_id)), DetailedTask)
+        if got.status in until:
+            return got
+        assert asyncio.get_running_loop().time() < deadline, got
+        await asyncio.sleep(0.05)
 
 
 @asynccontextmanager

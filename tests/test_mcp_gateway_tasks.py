@@ -29,12 +29,12 @@ from task_clients import (
     TASKS,
     CancelTask,
     CreatedTask,
-    DetailedTask,
-    GetTask,
     Polling,
     TaskIdParams,
     http_gateway,
     modern_session,
+    never_asked,
+    task_state,
     wire,
 )
 from task_clients import serve_command as task_serve_command
@@ -166,10 +166,6 @@ async def test_an_approval_inside_a_task_on_2026_07_28_is_answered_by_tasks_upda
     url, audit = gateway
     key = f"modern-{uuid.uuid4().hex[:6]}"
     polling = Polling(answer=lambda request: answer)
-
-    async def never_asked(context: Any, params: Any) -> Any:
-        raise AssertionError("a task's question came as a request, not in inputRequests")
-
     program = f'await tools.up_store({{"key": "{key}", "delay": 0}})'
     async with modern_session(url, polling, elicitation_callback=never_asked) as session:
         created = await session.call_tool("run_code", {"code": program}, allow_claimed=True)
@@ -206,46 +202,29 @@ async def test_a_2026_07_28_task_no_one_answers_ends_with_its_budget_or_its_canc
     servers = {"up": {"command": sys.executable, "args": [UPSTREAM]}}
     config.write_text(json.dumps({"mcpServers": servers, "toolnexus": options}))
     program = 'await tools.up_store({"key": "never", "delay": 0})'
-
-    async def asking(session: Any, task_id: str) -> Any:
-        deadline = time.monotonic() + 20
-        while True:
-            got = await session.send_request(
-                GetTask(params=TaskIdParams(taskId=task_id)), DetailedTask
-            )
-            if got.status != "working" or time.monotonic() > deadline:
-                return got
-            await asyncio.sleep(0.05)
-
-    async def never_asked(context: Any, params: Any) -> Any:
-        raise AssertionError("a task's question came as a request, not in inputRequests")
-
     with http_gateway(config) as (_, url):
         async with modern_session(url, Polling(), elicitation_callback=never_asked) as session:
             waited = await session.call_tool("run_code", {"code": program}, allow_claimed=True)
             cancelled = await session.call_tool("run_code", {"code": program}, allow_claimed=True)
             assert isinstance(waited, CreatedTask) and isinstance(cancelled, CreatedTask)
-            assert (await asking(session, cancelled.task_id)).status == "input_required"
+            await task_state(session, cancelled.task_id, {"input_required"})
             await session.send_request(
                 CancelTask(params=TaskIdParams(taskId=cancelled.task_id)), types.EmptyResult
             )
-            first = await asking(session, waited.task_id)
-            deadline = time.monotonic() + 30
-            ended = first
-            while ended.status not in ("completed", "failed", "cancelled"):
-                assert time.monotonic() < deadline, ended
-                await asyncio.sleep(0.2)
-                ended = await asking(session, waited.task_id)
-    assert first.status == "input_required" and first.input_requests
+            first = await task_state(session, waited.task_id, {"input_required"})
+            ended = await task_state(session, waited.task_id, {"completed", "failed", "cancelled"})
+    assert first.input_requests
     assert ended.status == "completed" and ended.result is not None, ended
     output = ended.result["structuredContent"]
     assert "error" in output and output["calls"][0]["status"] == "error", output
     events = audit_events(audit)
     assert [e["data"]["outcome"] for e in events if e["type"] == "approval_answer"] == ["timeout"]
-    stored = [
-        e for e in events if e["type"] == "tool_result" and e["data"].get("name") == "up_store"
+    timings = [e["data"] for e in events if e["type"] == "call_timing"]
+    assert sorted(t["error"] for t in timings) == [  # neither call ran upstream
+        "call to 'up_store' was not approved",  # the answer's time ran out
+        "code run is over; tool call abandoned",  # its task was cancelled
     ]
-    assert all(e["data"].get("status") != "ok" for e in stored), stored  # never ran
+    assert not any(t["ok"] for t in timings)
     assert any(e["type"] == "code_run_cancelled" for e in events)
 
 

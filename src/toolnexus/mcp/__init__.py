@@ -182,8 +182,8 @@ async def serve_config(
             (found before any upstream starts).
     """
     options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
-    settings = durable_settings(options, durable)  # run_code tasks as workflows (_durable.py)
-    options.pop("durable", None)
+    # run_code tasks as Temporal workflows (_durable.py)
+    settings = durable_settings(options.pop("durable", None), durable)
     sock = listening_socket(host, port) if transport == "http" else None
     relay = Relay()
     servers = {

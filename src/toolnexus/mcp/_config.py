@@ -68,11 +68,10 @@ LOCAL_DURABLE = {"address": "127.0.0.1:7233", "task_queue": "toolnexus-gateway"}
 default port (``temporal server start-dev``), on the gateway's own task queue."""
 
 
-def durable_settings(options: Mapping[str, Any], wanted: bool) -> dict[str, Any] | None:
-    """Where run_code tasks run as Temporal workflows: the config's ``toolnexus.durable``, or
-    `LOCAL_DURABLE` when ``wanted`` (``--durable``) and the config names none; ``None``
-    (in-memory tasks) when neither asks for it."""
-    given = options.get("durable")
+def durable_settings(given: Mapping[str, Any] | None, wanted: bool) -> dict[str, Any] | None:
+    """Where run_code tasks run as Temporal workflows: ``given`` (the config's checked
+    ``toolnexus.durable``), or `LOCAL_DURABLE` when ``wanted`` (``--durable``) and the config
+    names none; ``None`` (in-memory tasks) when neither asks for it."""
     if given is not None:
         return dict(given)
     return _Durable.model_validate(LOCAL_DURABLE).model_dump() if wanted else None

@@ -231,8 +231,8 @@ class Parked:
         question of it was dropped (past the call's budget, refused as timed out) or answered
         some other way, or the call ended. A task, which has no client round to wait for,
         then takes the next round with no answers (see `toolnexus.mcp._tasks`)."""
-        call_id = _call_of(state)
-        entry = self._calls.get(call_id) if call_id is not None else None
+        decoded = _decoded(state)
+        entry = self._calls.get(decoded[0]) if decoded is not None else None
         if entry is None:
             return
         scope, task, _ = entry
@@ -241,8 +241,8 @@ class Parked:
 
     def cancel(self, state: str) -> None:
         """Stop the call of ``state`` (its task was cancelled while the call was parked)."""
-        call_id = _call_of(state)
-        entry = self._calls.pop(call_id, None) if call_id is not None else None
+        decoded = _decoded(state)
+        entry = self._calls.pop(decoded[0], None) if decoded is not None else None
         if entry is not None:
             entry[1].cancel()
 
@@ -253,12 +253,11 @@ class Parked:
             MCPError: (-32602) a state naming no call in progress, or a round answered
                 already.
         """
-        try:
-            decoded = json.loads(state)
-            call_id, round_number = decoded["call"], decoded["round"]
-        except (ValueError, KeyError, TypeError):
-            raise _invalid("the requestState is not one this gateway issued") from None
-        entry = self._calls.get(call_id) if isinstance(call_id, str) else None
+        decoded = _decoded(state)
+        if decoded is None:
+            raise _invalid("the requestState is not one this gateway issued")
+        call_id, round_number = decoded
+        entry = self._calls.get(call_id)
         if entry is None:
             raise _invalid(
                 "the requestState names no call in progress (it finished and its result was "
@@ -300,13 +299,14 @@ class Parked:
         asyncio.get_running_loop().call_later(RESULT_GRACE, self._calls.pop, call_id, None)
 
 
-def _call_of(state: str) -> str | None:
-    """The call a ``requestState`` this gateway issued names, else ``None``."""
+def _decoded(state: str) -> tuple[str, Any] | None:
+    """The call and round a ``requestState`` of this gateway's names, else ``None``."""
     try:
-        call_id = json.loads(state)["call"]
+        decoded = json.loads(state)
+        call_id, round_number = decoded["call"], decoded["round"]
     except (ValueError, KeyError, TypeError):
         return None
-    return call_id if isinstance(call_id, str) else None
+    return (call_id, round_number) if isinstance(call_id, str) else None
 
 
 def _invalid(message: str) -> MCPError:

@@ -200,7 +200,7 @@ class _Local:
     # (session, request id) of each, whose stream may carry what the task asks
     channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     answers: asyncio.Queue[dict[str, Any]] = dataclasses.field(
-        default_factory=lambda: asyncio.Queue(maxsize=4)  # a client's flood of updates waits
+        default_factory=lambda: asyncio.Queue(maxsize=4)  # more is dropped (see `_update`)
     )
 
     async def input_responses(self, requests: Mapping[str, BaseModel]) -> dict[str, Any]:
@@ -571,9 +571,10 @@ class TaskSupport:
         and the update is acknowledged; each answer is checked against what its question
         needs (one of another shape refuses the call as malformed, never runs it)."""
         _check_modern(ctx)
-        await self._find(ctx, params.task_id)
         local = self._local(ctx, params.task_id)
-        if local is not None and local.state.input_requests and params.input_responses:
+        if local is None:
+            await self._find(ctx, params.task_id)  # a durable task, or "not found"
+        elif local.state.input_requests and params.input_responses:
             with contextlib.suppress(asyncio.QueueFull):  # a flood of updates is dropped
                 local.answers.put_nowait(dict(params.input_responses))
         return {}
