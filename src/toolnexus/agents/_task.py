@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from toolnexus.agents._handle import Handle, TaskResult
 from toolnexus.tools import Tool, ToolResult
 
-if TYPE_CHECKING:
-    from toolnexus.agents._runtime import AgentRuntime, Handle
-
 __all__ = ["task_tool"]
+
+
+class Delegation(Protocol):
+    """The verbs of the agent runtime that a ``task`` call uses (``AgentRuntime`` has them)."""
+
+    def spawn(self, parent: Handle, name: str) -> Handle:
+        """A new child of ``parent`` from its team member ``name``."""
+        ...
+
+    def wake(self, handle: Handle, prompt: str | None = None) -> None:
+        """Start a turn of ``handle`` on ``prompt`` in the background."""
+        ...
+
+    async def wait(self, handle: Handle) -> TaskResult:
+        """The result of ``handle``'s current wake, when it ends."""
+        ...
+
+    async def close(self, handle: Handle) -> None:
+        """Close ``handle`` and its children."""
+        ...
 
 
 def _always(args: Any) -> bool:
     return True
 
 
-def task_tool(runtime: AgentRuntime, handle: Handle) -> Tool:
+def task_tool(runtime: Delegation, handle: Handle) -> Tool:
     """``task(agent, prompt)`` for ``handle``: spawn (or re-attach), wake, wait, close.
 
     Each call gets a child of its own; a call re-attaches only to the child of an identical

@@ -14,7 +14,7 @@ from toolnexus.tools import Toolkit
 from toolnexus.tools._calls import Prechecked
 from toolnexus.tools._hooks import maybe_await
 from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
-from toolnexus.tools._relay import is_relay
+from toolnexus.tools.relay import is_relay
 
 __all__ = [
     "CALLS_LATE",

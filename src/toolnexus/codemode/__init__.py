@@ -5,72 +5,63 @@ calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the
 [`toolnexus.codemode.runtimes`][toolnexus.codemode.runtimes].
 """
 
-from toolnexus.codemode._bindings import Binding, bindings, denied_message
-from toolnexus.codemode._discovery import (
-    DEFAULT_SDK_THRESHOLD,
-    ToolIndex,
-    check_always_loaded,
-    check_threshold,
-    checker_sdk,
-    disclosed_sdk,
-    render_index,
-)
+from toolnexus.codemode._discovery import DEFAULT_SDK_THRESHOLD, ToolIndex, disclosed_sdk
 from toolnexus.codemode._modes import (
     RUN_CODE_NAME,
     CodeMode,
     collapse_message,
     collapsed,
-    default_mode,
     is_transport_call,
     new_parent_token,
     parse_mode,
-    resolve_mode,
     tag_transport,
 )
 from toolnexus.codemode._run_code import (
-    RUN_CODE_BASE_DESCRIPTION,
     await_timeout,
     default_runtime,
-    program_output,
     run_code_tool,
     run_program,
     runtime_available,
     visible_tools,
 )
 from toolnexus.codemode._sdk import render_sdk
-from toolnexus.tools._calls import ApprovalHandler, RunContext, direct_dispatch
-from toolnexus.tools._policy import PermissionPolicy, filter_tools
+from toolnexus.tools import ApprovalHandler, PermissionPolicy, RunContext
+
+# isort: split
+# The package's interface to the layers above it (the client loop, the durable workflows, the
+# gateway), which build ``run_code`` their own way. Not public API: it may change in any
+# release. Imported here so that those layers read this package, never its private modules.
+from toolnexus.codemode._bindings import Binding as Binding
+from toolnexus.codemode._bindings import bindings as bindings
+from toolnexus.codemode._bindings import denied_message as denied_message
+from toolnexus.codemode._discovery import check_always_loaded as check_always_loaded
+from toolnexus.codemode._discovery import check_threshold as check_threshold
+from toolnexus.codemode._discovery import checker_sdk as checker_sdk
+from toolnexus.codemode._discovery import render_index as render_index
+from toolnexus.codemode._modes import default_mode as default_mode
+from toolnexus.codemode._modes import resolve_mode as resolve_mode
+from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION as RUN_CODE_BASE_DESCRIPTION
+from toolnexus.codemode._run_code import program_output as program_output
+from toolnexus.tools._calls import direct_dispatch as direct_dispatch
+from toolnexus.tools._policy import filter_tools as filter_tools
 
 __all__ = [
     "DEFAULT_SDK_THRESHOLD",
-    "RUN_CODE_BASE_DESCRIPTION",
     "RUN_CODE_NAME",
     "ApprovalHandler",
-    "Binding",
     "CodeMode",
     "PermissionPolicy",
     "RunContext",
     "ToolIndex",
     "await_timeout",
-    "bindings",
-    "check_always_loaded",
-    "check_threshold",
-    "checker_sdk",
     "collapse_message",
     "collapsed",
-    "default_mode",
     "default_runtime",
-    "denied_message",
-    "direct_dispatch",
     "disclosed_sdk",
-    "filter_tools",
     "is_transport_call",
     "new_parent_token",
     "parse_mode",
-    "program_output",
-    "render_index",
     "render_sdk",
-    "resolve_mode",
     "run_code_tool",
     "run_program",
     "runtime_available",

@@ -13,10 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolnexus.tools import Tool
+from toolnexus.tools import Outcome, PermissionPolicy, Tool
 from toolnexus.tools._calls import direct_dispatch
-from toolnexus.tools._outcome import Outcome
-from toolnexus.tools._policy import PermissionPolicy
 
 __all__ = ["Binding", "bindings", "denied_message"]
 

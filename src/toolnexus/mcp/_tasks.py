@@ -38,9 +38,9 @@ import secrets
 import time
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
@@ -55,8 +55,8 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-if TYPE_CHECKING:
-    from toolnexus.mcp._gateway import Gateway
+from toolnexus.mcp._relay import Parked
+from toolnexus.tools import Tool
 
 __all__ = [
     "DEFAULT_TTL_MS",
@@ -263,6 +263,38 @@ class _TaskRequest(BaseModel):
     ttl: int | None = None
 
 
+class TaskHost(Protocol):
+    """What the tasks capability uses of its gateway (``Gateway`` is one).
+
+    Why a protocol: the gateway makes its tasks capability, so this module naming the
+    gateway's class would make the two modules import each other.
+    """
+
+    @property
+    def mode(self) -> str:
+        """The gateway's mode (``"code"`` or ``"both"``)."""
+        ...
+
+    @property
+    def granted(self) -> Sequence[Tool]:
+        """The tools the gateway's policy grants."""
+        ...
+
+    @property
+    def server(self) -> Any:
+        """The gateway's lowlevel MCP ``Server``."""
+        ...
+
+    @property
+    def _parked(self) -> Parked:
+        """The programs waiting for answers to their questions."""
+        ...
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
+        """The gateway's own ``tools/call`` handler."""
+        ...
+
+
 class TaskSupport:
     """The tasks capability of one gateway: the ``tools/call`` interception, the ``tasks/*``
     handlers, the in-memory task store and, with ``--durable``, the durable backend.
@@ -273,7 +305,7 @@ class TaskSupport:
     the ``tasks/*`` methods, and ``Server.extensions`` for the 2026-07-28 extension.
     """
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: TaskHost) -> None:
         self.gateway = gateway
         self.durable: TaskBackend | None = None
         self._tasks: dict[str, _Local] = {}

@@ -29,8 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from toolnexus.tools._resources import Resources
-from toolnexus.tools._safety import Mode
+from toolnexus.tools import Mode, Resources
 
 __all__ = ["EVERYTHING", "MAX_KEY_WORK", "Mode", "SchedulingRule", "Wait"]
 

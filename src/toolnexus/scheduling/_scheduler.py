@@ -446,7 +446,29 @@ class Scheduler:
         return await self.wait(ticket)  # an earlier call has yet to commit
 
     async def _run_here(self, call: _Call, task: asyncio.Task[Any]) -> Outcome:
-        """Run one started call in the awaiting ``task`` (see `call_in_task`); its outcome."""
+        """Run one started call in the awaiting ``task`` (see `call_in_task`); its outcome.
+
+        Why the lane has two call runners, this one and `_work`: they differ in whose task a
+        cancellation belongs to, and so in what it means. Stated once, for both:
+
+        * **the tool cancels itself** (its own ``CancelledError``, nobody cancelled the
+          task): the call is answered "cancelled" (``DID_NOT_COMPLETE``) and the lane goes on.
+          Here the outcome is returned and the caller carries on; a worker settles it and
+          ends, since its task is marked cancelled;
+        * **the task is cancelled from outside**: here that task is the program's (its
+          caller, or `stop`), so the call is answered "abandoned" and the cancellation goes
+          on up; a worker's task belongs to the lane, which cancels it only in `stop`, which
+          answers every call itself;
+        * **KeyboardInterrupt / SystemExit**: the host's, in both: the call is answered with
+          it, and it goes on up;
+        * **any other exception**, a tool's own ``BaseException`` included: a failure outcome.
+
+        One runner with a switch would put a branch and a frame into the path of every call
+        (``bench/all.py``'s per-call rows count them): a worker runs call after call in one
+        task without a coroutine per call, and this runner exists to finish a call inside
+        its caller's step. The lines they share are the ones a call needs either way
+        (`_start`, `outcome_of`, `outcome_from_exception`, the span's end).
+        """
         if self._timing:
             call.started = time.time()
         name, traced = call.tool.name, self._traced
@@ -586,6 +608,8 @@ class Scheduler:
         worker.add_done_callback(functools.partial(self._worker_done, slot))
 
     async def _work(self, slot: _Slot) -> None:
+        """A worker: run ready calls one after another until none is left (the other call
+        runner; `_run_here` says why there are two and what a cancellation means in each)."""
         slot.took = True
         call = slot.call = self._ready.popleft() if self._ready else None
         handled = 0

@@ -1,8 +1,9 @@
 """Tools: what a model can call, how it is described, and how its arguments are checked."""
 
-from toolnexus.tools._calls import RunContext
+from toolnexus.tools._calls import ApprovalHandler, RunContext
 from toolnexus.tools._decorator import tool
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
+from toolnexus.tools._outcome import HostReason, Outcome
 from toolnexus.tools._policy import PermissionPolicy
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._safety import Mode, classify, concurrency_mode
@@ -11,9 +12,12 @@ from toolnexus.tools._toolkit import Toolkit
 
 __all__ = [
     "AfterHook",
+    "ApprovalHandler",
     "BeforeHook",
     "ConcurrencyPredicate",
+    "HostReason",
     "Mode",
+    "Outcome",
     "PermissionPolicy",
     "Resources",
     "ResourcesFunction",
