@@ -27,8 +27,9 @@ import toolnexus.view
 
 EXPECTED = {
     toolnexus: [
-        "ConfigurationError", "ModelRetry", "Outcome", "ProviderError", "Resources", "RunContext",
-        "Scheduler", "Session", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
+        "Client", "ConfigurationError", "Endpoint", "Execution", "Guards", "ModelRetry",
+        "Outcome", "ProviderError", "Resources", "Retries", "RunContext", "Scheduler", "Session",
+        "Timeouts", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
         "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
@@ -42,7 +43,8 @@ EXPECTED = {
         "TaskStatus", "agent", "task_tool",
     ],
     toolnexus.client: [
-        "Client", "ClientStyle", "DoneEvent", "Meter", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
+        "Client", "ClientStyle", "DoneEvent", "Endpoint", "Meter", "Retries", "RunResult",
+        "RunStatus", "StreamEvent", "TextDelta", "Timeouts",
         "ToolCallEvent", "ToolCallRecord", "ToolResultEvent", "Usage", "UsageEvent",
         "create_client",
     ],
@@ -71,7 +73,7 @@ EXPECTED = {
     ],
     toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
-        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Mode", "PermissionPolicy",
+        "AfterHook", "BeforeHook", "ConcurrencyPredicate", "Guards", "Mode", "PermissionPolicy",
         "Resources", "ResourcesFunction", "RunContext", "Tool", "ToolHints", "ToolHooks",
         "ToolResult", "Toolkit", "classify", "concurrency_mode", "tool",
     ],
@@ -87,7 +89,7 @@ EXPECTED = {
     toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [
         "DEFAULT_SDK_THRESHOLD", "RUN_CODE_BASE_DESCRIPTION", "RUN_CODE_NAME", "ApprovalHandler",
-        "Binding", "CodeMode", "PermissionPolicy", "RunContext", "ToolIndex", "await_timeout",
+        "Binding", "CodeMode", "Execution", "PermissionPolicy", "RunContext", "ToolIndex", "await_timeout",
         "bindings", "check_always_loaded", "check_threshold", "checker_sdk", "collapse_message",
         "collapsed", "default_mode", "default_runtime", "denied_message", "direct_dispatch",
         "disclosed_sdk", "filter_tools", "is_transport_call", "new_parent_token", "parse_mode",

@@ -15,6 +15,7 @@ from toolnexus.codemode._discovery import (
     disclosed_sdk,
     render_index,
 )
+from toolnexus.codemode._execution import Execution
 from toolnexus.codemode._modes import (
     RUN_CODE_NAME,
     CodeMode,
@@ -48,6 +49,7 @@ __all__ = [
     "ApprovalHandler",
     "Binding",
     "CodeMode",
+    "Execution",
     "PermissionPolicy",
     "RunContext",
     "ToolIndex",

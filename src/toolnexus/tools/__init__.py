@@ -2,6 +2,7 @@
 
 from toolnexus.tools._calls import RunContext
 from toolnexus.tools._decorator import tool
+from toolnexus.tools._guards import Guards
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
 from toolnexus.tools._policy import PermissionPolicy
 from toolnexus.tools._resources import Resources, ResourcesFunction
@@ -13,6 +14,7 @@ __all__ = [
     "AfterHook",
     "BeforeHook",
     "ConcurrencyPredicate",
+    "Guards",
     "Mode",
     "PermissionPolicy",
     "Resources",
