@@ -289,3 +289,57 @@ def test_a_keyword_and_an_object_that_disagree_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="execution= and sdk_threshold=5"):
         run_code_tool([], execution=Execution(), sdk_threshold=5)
     assert run_code_tool([], guards=Guards(hooks=hooks), hooks=hooks).name == "run_code"
+
+
+def test_the_gateway_takes_execution_and_guards(monty_runtime: MontyRuntime) -> None:
+    from toolnexus.mcp import Gateway
+    from toolnexus.mcp import _overridden as overridden
+
+    policy = PermissionPolicy(deny=["wait"])
+    gateway = Gateway(
+        [peak_tool(Peak())],
+        execution=Execution(max_tool_concurrency=2, runtime=monty_runtime, sdk_threshold=0),
+        guards=Guards(permissions=policy),
+    )
+    assert (gateway.max_parallel, gateway.runtime, gateway.policy) == (2, monty_runtime, policy)
+    with pytest.raises(ConfigurationError, match="execution= and max_parallel=3"):
+        Gateway([], execution=Execution(max_tool_concurrency=2), max_parallel=3)
+    with pytest.raises(ConfigurationError, match="guards= and policy="):
+        Gateway([], guards=Guards(permissions=policy), policy=PermissionPolicy())
+    with pytest.raises(ConfigurationError, match="permissions only"):
+        Gateway([], guards=Guards(hooks=ToolHooks()))
+    # serve_config: an object given wins over the config options it stands for
+    config = {"max_parallel": 4, "policy": policy, "mode": "both"}
+    execution = Execution(max_tool_concurrency=2)
+    assert overridden(config, {"execution": execution, "audit_log": None}) == {
+        "policy": policy,
+        "mode": "both",
+        "execution": execution,
+    }
+
+
+async def test_a_durable_batch_takes_execution(temporal_address: str) -> None:
+    import uuid
+
+    from temporalio.client import Client as TemporalClient
+
+    from toolnexus.temporal import run_batch, worker
+
+    peak = Peak()
+    wait = peak_tool(peak)
+    calls = [ToolCall(f"c{i}", "wait", {"n": i}) for i in range(6)]
+    temporal = await TemporalClient.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[wait]):
+        outcomes = await run_batch(
+            temporal, calls, task_queue=queue, execution=Execution(max_tool_concurrency=2)
+        )
+        with pytest.raises(ConfigurationError, match="execution= and max_parallel=3"):
+            await run_batch(
+                temporal,
+                calls,
+                task_queue=queue,
+                max_parallel=3,
+                execution=Execution(max_tool_concurrency=2),
+            )
+    assert [o.value for o in outcomes] == ["ok"] * 6 and peak.most == 2

@@ -17,7 +17,7 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
 
-__all__ = ["Execution", "execution_from"]
+__all__ = ["Execution", "disclosure_from", "execution_from"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +114,37 @@ def execution_from(
                 "it in one place (execution=Execution(...) or the keyword)."
             )
     return execution
+
+
+def disclosure_from(
+    execution: Execution | None,
+    owner: str,
+    threshold: int | None,
+    always_loaded: Sequence[str] | None,
+) -> tuple[int, tuple[str, ...]]:
+    """``sdk_threshold`` and ``always_loaded`` in force: the keywords, else ``execution``'s,
+    else the defaults (``owner`` names the function in the error).
+
+    Raises:
+        ConfigurationError: a keyword and ``execution`` disagree, or a value is bad.
+    """
+    if execution is None:
+        return (
+            check_threshold(DEFAULT_SDK_THRESHOLD if threshold is None else threshold),
+            check_always_loaded(() if always_loaded is None else always_loaded),
+        )
+    for name, keyword, held in (
+        ("sdk_threshold", threshold, execution.sdk_threshold),
+        ("always_loaded", always_loaded, execution.always_loaded),
+    ):
+        if keyword is not None and _as_held(keyword) != held:
+            raise ConfigurationError(
+                f"{owner} got execution= and {name}={keyword!r}: they set the same knob; give "
+                "it in one place (execution=Execution(...) or the keyword)."
+            )
+    return execution.sdk_threshold, tuple(execution.always_loaded)
+
+
+def _as_held(value: object) -> object:
+    """A list of names as the tuple an ``Execution`` holds; anything else as it is."""
+    return tuple(value) if isinstance(value, list) else value

@@ -22,7 +22,6 @@ from toolnexus._text import clip_middle_bytes
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import Binding, bindings
 from toolnexus.codemode._discovery import (
-    DEFAULT_SDK_THRESHOLD,
     DESCRIBE_TOOL,
     SEARCH_TOOLS,
     ToolIndex,
@@ -31,7 +30,7 @@ from toolnexus.codemode._discovery import (
     checker_sdk,
     disclosed_sdk,
 )
-from toolnexus.codemode._execution import Execution, execution_from
+from toolnexus.codemode._execution import Execution, disclosure_from, execution_from
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
@@ -347,37 +346,6 @@ def _program_cap(execution: Execution | None, max_parallel: int | None) -> int:
     return 10 if max_parallel is None else max_parallel
 
 
-def _disclosure(
-    execution: Execution | None, threshold: int | None, always_loaded: Sequence[str] | None
-) -> tuple[int, Sequence[str]]:
-    """``run_code_tool``'s ``sdk_threshold`` and ``always_loaded``: the keywords, else
-    ``execution``'s, else the defaults.
-
-    Raises:
-        ConfigurationError: a keyword and ``execution`` disagree.
-    """
-    if execution is None:
-        return (
-            DEFAULT_SDK_THRESHOLD if threshold is None else threshold,
-            () if always_loaded is None else always_loaded,
-        )
-    for name, keyword, held in (
-        ("sdk_threshold", threshold, execution.sdk_threshold),
-        ("always_loaded", always_loaded, execution.always_loaded),
-    ):
-        if keyword is not None and _as_given(keyword) != held:
-            raise ConfigurationError(
-                f"run_code_tool got execution= and {name}={keyword!r}: they set the same knob; "
-                "give it in one place (execution=Execution(...) or the keyword)."
-            )
-    return execution.sdk_threshold, execution.always_loaded
-
-
-def _as_given(value: object) -> object:
-    """A list of names as the tuple an ``Execution`` holds; anything else as it is."""
-    return tuple(value) if isinstance(value, list) else value
-
-
 async def _execute(
     code: str,
     tools: Sequence[Tool],
@@ -508,7 +476,9 @@ def run_code_tool(
     )
     policy, approval_handler, hooks = guarded.permissions, guarded.approval_handler, guarded.hooks
     max_parallel = _program_cap(given, max_parallel)
-    sdk_threshold, always_loaded = _disclosure(given, sdk_threshold, always_loaded)
+    sdk_threshold, always_loaded = disclosure_from(
+        given, "run_code_tool", sdk_threshold, always_loaded
+    )
     runtime = runtime if given is None or runtime is not None else given.runtime
     chosen = runtime if runtime is not None else default_runtime("python")
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
