@@ -343,3 +343,9 @@ async def test_a_durable_batch_takes_execution(temporal_address: str) -> None:
                 execution=Execution(max_tool_concurrency=2),
             )
     assert [o.value for o in outcomes] == ["ok"] * 6 and peak.most == 2
+
+
+def test_the_key_stays_out_of_reprs() -> None:
+    client = create_client(model="openai:gpt-4.1-mini", api_key="sk-secret")
+    assert "sk-secret" not in repr(client) and "sk-secret" not in repr(client.endpoint)
+    assert "gpt-4.1-mini" in repr(client)

@@ -112,7 +112,7 @@ class Endpoint:
     model: str | FunctionModel
     base_url: str | None = None
     style: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     timeouts: Timeouts = field(default_factory=Timeouts)
     retries: Retries | int = field(default_factory=Retries)
     request_params: Mapping[str, Any] | None = None
