@@ -27,8 +27,9 @@ import toolnexus.view
 
 EXPECTED = {
     toolnexus: [
-        "ConfigurationError", "ModelRetry", "Outcome", "ProviderError", "Resources", "RunContext",
-        "Scheduler", "Session", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
+        "Client", "ConfigurationError", "Endpoint", "Execution", "Guards", "ModelRetry",
+        "Outcome", "ProviderError", "Resources", "Retries", "RunContext", "Scheduler", "Session",
+        "Timeouts", "Tool", "ToolCall", "ToolError", "ToolHints", "ToolResult",
         "Toolkit", "ToolnexusError", "__version__", "create_client", "run_batch", "tool",
     ],
     toolnexus.errors: [
@@ -42,7 +43,8 @@ EXPECTED = {
         "TaskStatus", "agent", "task_tool",
     ],
     toolnexus.client: [
-        "Client", "ClientStyle", "DoneEvent", "Meter", "RunResult", "RunStatus", "StreamEvent", "TextDelta",
+        "Client", "ClientStyle", "DoneEvent", "Endpoint", "Meter", "Retries", "RunResult",
+        "RunStatus", "StreamEvent", "TextDelta", "Timeouts",
         "ToolCallEvent", "ToolCallRecord", "ToolResultEvent", "Usage", "UsageEvent",
         "create_client",
     ],
@@ -71,9 +73,10 @@ EXPECTED = {
     ],
     toolnexus.view: ["build", "read_events", "render", "trace"],
     toolnexus.tools: [
-        "AfterHook", "ApprovalHandler", "BeforeHook", "ConcurrencyPredicate", "HostReason", "Mode",
-        "Outcome", "PermissionPolicy", "Resources", "ResourcesFunction", "RunContext", "Tool",
-        "ToolHints", "ToolHooks", "ToolResult", "Toolkit", "classify", "concurrency_mode", "tool",
+        "AfterHook", "ApprovalHandler", "BeforeHook", "ConcurrencyPredicate", "Guards", "HostReason",
+        "Mode", "Outcome", "PermissionPolicy", "Resources", "ResourcesFunction", "RunContext",
+        "Tool", "ToolHints", "ToolHooks", "ToolResult", "Toolkit", "classify", "concurrency_mode",
+        "tool",
     ],
     toolnexus.tools.builtins: [
         "PatchError", "PrivateNetwork", "QuestionHandler", "SearchBackend", "Todo", "builtin_tools",
@@ -86,11 +89,11 @@ EXPECTED = {
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
     toolnexus.tools.relay: ["is_relay", "relay_tool"],
     toolnexus.codemode: [
-        "DEFAULT_SDK_THRESHOLD", "RUN_CODE_NAME", "ApprovalHandler", "CodeMode", "PermissionPolicy",
-        "RunContext", "ToolIndex", "await_timeout", "collapse_message", "collapsed",
-        "default_runtime", "disclosed_sdk", "is_transport_call", "new_parent_token", "parse_mode",
-        "render_sdk", "run_code_tool", "run_program", "runtime_available", "tag_transport",
-        "visible_tools",
+        "DEFAULT_SDK_THRESHOLD", "RUN_CODE_NAME", "ApprovalHandler", "CodeMode", "Execution",
+        "PermissionPolicy", "RunContext", "ToolIndex", "await_timeout", "collapse_message",
+        "collapsed", "default_runtime", "disclosed_sdk", "is_transport_call", "new_parent_token",
+        "parse_mode", "render_sdk", "run_code_tool", "run_program", "runtime_available",
+        "tag_transport", "visible_tools",
     ],
     toolnexus.codemode.runtimes: [
         "Budgets", "CodeRuntime", "FailureKind", "MontyRuntime", "ProgramFailure", "RunReport",

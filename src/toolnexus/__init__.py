@@ -8,8 +8,8 @@ come back in the emitted order. Start with ``docs/scheduling.md``.
 import logging
 
 from toolnexus._version import __version__
-from toolnexus.client import create_client
-from toolnexus.codemode import RunContext
+from toolnexus.client import Client, Endpoint, Retries, Timeouts, create_client
+from toolnexus.codemode import Execution, RunContext
 from toolnexus.errors import (
     ConfigurationError,
     ModelRetry,
@@ -19,17 +19,23 @@ from toolnexus.errors import (
 )
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch
 from toolnexus.session import Session
-from toolnexus.tools import Resources, Tool, ToolHints, Toolkit, ToolResult, tool
+from toolnexus.tools import Guards, Resources, Tool, ToolHints, Toolkit, ToolResult, tool
 
 __all__ = [
+    "Client",
     "ConfigurationError",
+    "Endpoint",
+    "Execution",
+    "Guards",
     "ModelRetry",
     "Outcome",
     "ProviderError",
     "Resources",
+    "Retries",
     "RunContext",
     "Scheduler",
     "Session",
+    "Timeouts",
     "Tool",
     "ToolCall",
     "ToolError",

@@ -5,6 +5,7 @@ is built in (``docs/codemode.md``). See ``docs/client.md``.
 """
 
 from toolnexus.client._client import Client, ClientStyle, create_client
+from toolnexus.client._endpoint import Endpoint, Retries, Timeouts
 from toolnexus.client._loop import Meter
 from toolnexus.client._result import (
     DoneEvent,
@@ -23,11 +24,14 @@ __all__ = [
     "Client",
     "ClientStyle",
     "DoneEvent",
+    "Endpoint",
     "Meter",
+    "Retries",
     "RunResult",
     "RunStatus",
     "StreamEvent",
     "TextDelta",
+    "Timeouts",
     "ToolCallEvent",
     "ToolCallRecord",
     "ToolResultEvent",

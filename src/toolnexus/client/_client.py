@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import dataclasses
 import functools
 import os
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast, get_args
-from urllib.parse import urlsplit
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, cast
 
-from toolnexus._checks import int_at_least, positive_int, positive_number
+from toolnexus._checks import positive_int
+from toolnexus.client._endpoint import ClientStyle, Endpoint, Retries, Timeouts
 from toolnexus.client._history import carried
 from toolnexus.client._loop import LoopConfig, Meter, agent_loop, resume_loop
 from toolnexus.client._models import FunctionModel, InProcessStyle
 from toolnexus.client._output import Output, requested_output
-from toolnexus.client._providers import TEST_MODEL_NAME, provider_of
 from toolnexus.client._result import DoneEvent, RunResult, StreamEvent
 from toolnexus.client._resume import transcript
 from toolnexus.client._turn import RelayHandler
@@ -28,33 +28,24 @@ from toolnexus.client.styles._responses import ResponsesStyle
 from toolnexus.codemode import (
     DEFAULT_SDK_THRESHOLD,
     ApprovalHandler,
+    CodeMode,
+    Execution,
     PermissionPolicy,
-    check_always_loaded,
-    check_threshold,
-    parse_mode,
-    resolve_mode,
 )
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, MissingExtraError
-from toolnexus.scheduling import max_tool_concurrency as resolve_concurrency
 from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolHooks, Toolkit
+from toolnexus.tools import Guards, Tool, ToolHooks, Toolkit
 
 __all__ = ["Client", "ClientStyle", "create_client"]
 
-ClientStyle = Literal["openai", "anthropic", "responses"]
-_STYLES: tuple[str, ...] = get_args(ClientStyle)
 DEFAULT_MAX_TURNS = 10
-_OPTION_NAMES = frozenset(
-    {
-        "base_url", "model", "style", "api_key", "max_parallel", "code_mode", "runtime",
-        "permissions", "approval_handler", "hooks", "system_prompt", "max_turns", "retries",
-        "timeout", "request_params", "tools", "deps", "tool_tiers", "relay_handler",
-        "retry_timeouts", "turn_timeout", "tool_choice", "tool_choice_every_turn", "fallback",
-        "prompt_cache", "store", "hosted_code", "hosted_call_timeout", "calls_timeout",
-        "sdk_threshold", "always_loaded",
-    }
-)  # fmt: skip
+# create_client's names for fields of an option object's parts: (the Endpoint field, its field)
+_NESTED_NAMES = {
+    "timeout": ("timeouts", "request"),
+    "turn_timeout": ("timeouts", "turn"),
+    "retry_timeouts": ("retries", "timeouts"),
+}
 
 
 def _api_key(explicit: str | None, style: str, variable: str | None = None) -> str:
@@ -135,32 +126,125 @@ def _build_style(
 
 @dataclass
 class Client:
-    """A configured model endpoint and tool loop. Build one with
-    [`create_client`][toolnexus.client.create_client]."""
+    """A configured model endpoint and tool loop.
 
-    style_name: ClientStyle
-    model: str
-    base_url: str
-    _config: LoopConfig = field(repr=False)
-    _tools: list[Tool] = field(default_factory=list, repr=False)
-    _options: dict[str, Any] = field(default_factory=dict, repr=False)
+    Example::
+
+        client = Client(
+            Endpoint.parse("openai:gpt-4.1-mini"),
+            execution=Execution(max_tool_concurrency=4),
+            guards=Guards(permissions=PermissionPolicy(deny=["rm"])),
+            system_prompt="Be brief.",
+        )
+
+    [`create_client`][toolnexus.client.create_client] builds the same from keywords. The
+    attributes ``style_name``, ``model`` and ``base_url`` are the endpoint's as resolved.
+
+    Raises:
+        ConfigurationError: a bad option (named), or a missing key, before any request.
+    """
+
+    endpoint: Endpoint
+    _: KW_ONLY
+    execution: Execution = field(default_factory=Execution, repr=False)
+    guards: Guards = field(default_factory=Guards, repr=False)
+    system_prompt: str | None = field(default=None, repr=False)
+    max_turns: int = field(default=DEFAULT_MAX_TURNS, repr=False)
+    tools: Sequence[Tool] | None = field(default=None, repr=False)
+    deps: Any = field(default=None, repr=False)
+    relay_handler: RelayHandler | None = field(default=None, repr=False)
+    tool_choice: str | None = field(default=None, repr=False)
+    tool_choice_every_turn: bool = field(default=False, repr=False)
+    fallback: Sequence[Endpoint | Client] = field(default=(), repr=False)
+    style_name: ClientStyle = field(init=False)
+    model: str = field(init=False)
+    base_url: str = field(init=False)
+    _config: LoopConfig = field(init=False, repr=False)
+    _tools: list[Tool] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, value, kind in (
+            ("endpoint", self.endpoint, Endpoint),
+            ("execution", self.execution, Execution),
+            ("guards", self.guards, Guards),
+        ):
+            if not isinstance(value, kind):
+                raise ConfigurationError(
+                    f"Client {name} must be a toolnexus {kind.__name__}, got {value!r}; for "
+                    "example Client(Endpoint.parse('openai:gpt-4.1-mini'), execution=Execution(), "
+                    "guards=Guards())."
+                )
+        style = self.endpoint.resolved_style
+        choice = self.tool_choice
+        if choice is not None and not (isinstance(choice, str) and choice):
+            raise ConfigurationError(
+                f"create_client tool_choice must be {', '.join(CHOICE_WORDS)} or a tool's name, "
+                f"got {choice!r}."
+            )
+        for other in self.fallback:
+            other_style = (
+                other.style_name
+                if isinstance(other, Client)
+                else other.resolved_style
+                if isinstance(other, Endpoint)
+                else None
+            )
+            if other_style != style:
+                raise ConfigurationError(
+                    f"create_client fallback takes endpoints (or clients) of the same style "
+                    f"({style!r}), got {other!r}: the transcript is in that style's shape."
+                )
+        _check_forced_choice(style, choice, self.endpoint.request_params or {})
+        built = _style_for(self.endpoint, self.system_prompt)
+        self.style_name = style
+        self.model = built.model
+        self.base_url = built.base_url
+        self._tools = list(self.tools or [])
+        self._config = LoopConfig(
+            style=built,
+            mode=self.execution.mode,
+            max_turns=positive_int("create_client max_turns", self.max_turns),
+            max_concurrency=self.execution.cap,
+            runtime=self.execution.runtime,
+            policy=self.guards.permissions,
+            approval_handler=self.guards.approval_handler,
+            hooks=self.guards.hooks,
+            deps=self.deps,
+            tiers=self.execution.tool_tiers,
+            relay_handler=self.relay_handler,
+            tool_choice=choice,
+            tool_choice_every_turn=bool(self.tool_choice_every_turn),
+            fallback=tuple(
+                other._config.style
+                if isinstance(other, Client)
+                else _style_for(other, self.system_prompt)
+                for other in self.fallback
+            ),
+            hosted_call_timeout=self.execution.hosted_call_timeout,
+            calls_timeout=self.execution.calls_timeout,
+            sdk_threshold=self.execution.sdk_threshold,
+            always_loaded=tuple(self.execution.always_loaded),
+        )
 
     def derive(self, **changes: Any) -> Client:
         """A client for the same endpoint with some
         [`create_client`][toolnexus.client.create_client] options changed
-        (another ``model``, ``system_prompt``, ``max_turns``, ``code_mode``, ...).
+        (another ``model``, ``system_prompt``, ``max_turns``, ``code_mode``, ...), everything
+        else kept: ``dataclasses.replace`` on the client and its option objects. The names
+        are create_client's, the option objects' fields, or ``endpoint``/``execution``/``guards``.
 
         Raises:
-            ConfigurationError: as [`create_client`][toolnexus.client.create_client] does.
+            ConfigurationError: an unknown option (named), or as
+                [`create_client`][toolnexus.client.create_client] does.
         """
-        derived = create_client(**{**self._options, **changes})
+        derived = dataclasses.replace(self, **_replacements(self, changes))
         derived._config.request_gate = self._config.request_gate
         return derived
 
     def gated(self, gate: asyncio.Semaphore) -> Client:
         """This client with every model request waiting for ``gate`` (a shared cap)."""
-        derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
-        derived._config.request_gate = gate
+        derived = copy.copy(self)
+        derived._config = dataclasses.replace(self._config, request_gate=gate)
         return derived
 
     async def aclose(self) -> None:
@@ -179,8 +263,8 @@ class Client:
 
     def metered(self, meter: Meter) -> Client:
         """This client with its runs' spending checked by ``meter`` as it happens."""
-        derived = dataclasses.replace(self, _config=dataclasses.replace(self._config))
-        derived._config.meter = meter
+        derived = copy.copy(self)
+        derived._config = dataclasses.replace(self._config, meter=meter)
         return derived
 
     async def run(
@@ -386,7 +470,7 @@ def create_client(
     turn_timeout: float | None = 600.0,
     tool_choice: str | None = None,
     tool_choice_every_turn: bool = False,
-    fallback: Sequence[Client] = (),
+    fallback: Sequence[Client | Endpoint] = (),
     request_params: Mapping[str, Any] | None = None,
     prompt_cache: bool = True,
     store: bool = False,
@@ -450,9 +534,11 @@ def create_client(
             applied to the first turn of each run (later turns are ``"auto"``), checked against
             the tools the run offers. ``"auto"`` is sent whenever tools are offered, since some
             servers read a missing choice as ``"none"``.
-        fallback: Other clients (same style, other models or endpoints) asked in order when a
-            request fails for a reason that is not the request's fault: no answer, a 5xx, a
-            rate limit after the retries. Recorded in ``RunResult.models`` and the session log.
+        fallback: Other [`Endpoint`][toolnexus.client.Endpoint]s (same style, other models or
+            URLs; a client stands for its endpoint, as configured) asked in order when a request
+            fails for a reason that is not the request's fault: no answer, a 5xx, a rate limit
+            after the retries. An endpoint is sent this client's ``system_prompt``. Recorded in
+            ``RunResult.models`` and the session log.
         tool_choice_every_turn: Apply ``tool_choice`` to every turn (a named or required
             choice then forces a call every turn: the run ends only at ``max_turns``).
         request_params: Fields merged into every request body as they are (``temperature``,
@@ -505,133 +591,133 @@ def create_client(
     Raises:
         ConfigurationError: an unknown style, a missing key, or another bad option, named.
     """
-    max_parallel = _cap(max_tool_concurrency, max_parallel)
-    key_variable: str | None = None
-    if isinstance(model, str) and base_url is None and model.strip() == TEST_MODEL_NAME:
-        from toolnexus.client._test_model import TestModel
-
-        model = TestModel()
-    elif isinstance(model, str) and (named := provider_of(model)) is not None:
-        provider, model = named
-        style = style if style is not None else provider.style
-        base_url = base_url if base_url is not None else provider.base_url
-        key_variable = provider.key_variable
-    if style is None:
-        style = "openai"
-    if style not in _STYLES:
-        raise ConfigurationError(
-            f"style must be one of {', '.join(map(repr, _STYLES))}, got {style!r}; use 'openai' "
-            "for Chat Completions servers (OpenRouter, vLLM, Ollama), 'anthropic' for Messages "
-            "and 'responses' for the OpenAI Responses API."
-        )
-    in_process = isinstance(model, FunctionModel)
-    if in_process and base_url is not None:
-        raise ConfigurationError(
-            "create_client got a base_url and an in-process model; an in-process model "
-            "(FunctionModel, ScriptedModel) needs no endpoint: leave base_url out."
-        )
-    if not in_process:
-        for option, value in (("base_url", base_url), ("model", model)):
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigurationError(
-                    f"create_client {option} must be a non-empty string (or model a "
-                    "toolnexus.testing model, with no base_url)."
-                )
-        url = urlsplit(str(base_url))
-        if url.scheme not in ("http", "https") or not url.netloc:
-            raise ConfigurationError(
-                f"create_client base_url must be an http(s) URL, got {base_url!r}; for example "
-                "'https://openrouter.ai/api/v1' or 'http://127.0.0.1:11434/v1'."
-            )
-    mode = parse_mode(code_mode) if code_mode is not None else resolve_mode(None)
-    if retries is not None and not int_at_least(retries, 0):
-        raise ConfigurationError(f"create_client retries must be an int >= 0, got {retries!r}.")
-    if timeout is not None and not positive_number(timeout):
-        raise ConfigurationError(
-            f"create_client timeout must be a positive number, got {timeout!r}."
-        )
-    if request_params is not None and not isinstance(request_params, Mapping):
-        raise ConfigurationError("create_client request_params must be a mapping of body fields.")
-    if turn_timeout is not None and not positive_number(turn_timeout):
-        raise ConfigurationError(
-            f"create_client turn_timeout must be a positive number of seconds or None, got "
-            f"{turn_timeout!r}."
-        )
-    if tool_choice is not None and not (isinstance(tool_choice, str) and tool_choice):
-        raise ConfigurationError(
-            f"create_client tool_choice must be {', '.join(CHOICE_WORDS)} or a tool's name, "
-            f"got {tool_choice!r}."
-        )
-    for other in fallback:
-        if not isinstance(other, Client) or other.style_name != style:
-            raise ConfigurationError(
-                f"create_client fallback takes clients of the same style ({style!r}), got "
-                f"{other!r}: the transcript is in that style's shape."
-            )
-    _check_forced_choice(style, tool_choice, request_params or {})
-    built: Style
-    if isinstance(model, FunctionModel):
-        built = InProcessStyle(
-            model, system_prompt, WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout)
-        )
-        built.request_params = dict(request_params or {})
-    else:
-        built = _build_style(
-            style,
-            base_url=str(base_url),
-            model=model,
-            api_key=_api_key(api_key, style, key_variable),
-            system_prompt=system_prompt,
-            wire=WireOptions(timeout, retries, bool(retry_timeouts), turn_timeout),
-            request_params=dict(request_params or {}),
-            prompt_cache=bool(prompt_cache),
-        )
-    built.check_request_params(built.request_params)
-    if store:
-        if not isinstance(built, ResponsesStyle):
-            raise ConfigurationError(
-                f"create_client store=True is an option of the 'responses' style, not {style!r}."
-            )
-        built.store = True
-    if hosted_code:
-        if style == "openai" or isinstance(model, FunctionModel):
-            raise ConfigurationError(
-                "create_client hosted_code=True needs a provider that hosts programs: "
-                "style='anthropic' (code execution) or style='responses' (programmatic tool "
-                "calling); Chat Completions has none."
-            )
-        built.hosted_code = True
-    if hosted_call_timeout is not None and not positive_number(hosted_call_timeout):
-        raise ConfigurationError(
-            "create_client hosted_call_timeout must be a positive number of seconds or None, "
-            f"got {hosted_call_timeout!r}."
-        )
-    if calls_timeout is not None and not positive_number(calls_timeout):
-        raise ConfigurationError(
-            "create_client calls_timeout must be a positive number of seconds or None, "
-            f"got {calls_timeout!r}."
-        )
-    options = {k: v for k, v in locals().items() if k in _OPTION_NAMES}
-    config = LoopConfig(
-        style=built,
-        mode=mode,
-        max_turns=positive_int("create_client max_turns", max_turns),
-        max_concurrency=resolve_concurrency(max_parallel),
+    endpoint = Endpoint(
+        model,
+        base_url=base_url,
+        style=style,
+        api_key=api_key,
+        timeouts=Timeouts(timeout, turn_timeout),
+        retries=Retries(retries, bool(retry_timeouts)),
+        request_params=request_params,
+        prompt_cache=bool(prompt_cache),
+        store=bool(store),
+        hosted_code=bool(hosted_code),
+    )
+    execution = Execution(
+        max_tool_concurrency=_cap(max_tool_concurrency, max_parallel),
+        code_mode=cast("CodeMode | None", code_mode),
         runtime=runtime,
-        policy=permissions,
-        approval_handler=approval_handler,
-        hooks=hooks,
+        tool_tiers=tool_tiers,
+        hosted_call_timeout=hosted_call_timeout,
+        calls_timeout=calls_timeout,
+        sdk_threshold=sdk_threshold,
+        always_loaded=always_loaded,
+    )
+    return Client(
+        endpoint,
+        execution=execution,
+        guards=Guards(permissions, approval_handler, hooks),
+        system_prompt=system_prompt,
+        max_turns=max_turns,
+        tools=tools,
         deps=deps,
-        tiers=tool_tiers,
         relay_handler=relay_handler,
         tool_choice=tool_choice,
         tool_choice_every_turn=bool(tool_choice_every_turn),
-        fallback=tuple(other._config.style for other in fallback),
-        hosted_call_timeout=hosted_call_timeout,
-        calls_timeout=calls_timeout,
-        sdk_threshold=check_threshold(sdk_threshold),
-        always_loaded=check_always_loaded(always_loaded),
+        fallback=tuple(fallback),
     )
-    return Client(
-        cast(ClientStyle, style), built.model, built.base_url, config, list(tools or []), options
-    )
+
+
+def _style_for(endpoint: Endpoint, system_prompt: str | None) -> Style:
+    """The style object of ``endpoint`` (an SDK client pointed at it, or the in-process model),
+    its request fields checked and its style-specific options set."""
+    model = endpoint.resolved_model
+    params = dict(endpoint.request_params or {})
+    built: Style
+    if isinstance(model, FunctionModel):
+        built = InProcessStyle(model, system_prompt, endpoint.wire)
+        built.request_params = params
+    else:
+        style = endpoint.resolved_style
+        built = _build_style(
+            style,
+            base_url=str(endpoint.url),
+            model=model,
+            api_key=_api_key(endpoint.api_key, style, endpoint.key_variable),
+            system_prompt=system_prompt,
+            wire=endpoint.wire,
+            request_params=params,
+            prompt_cache=bool(endpoint.prompt_cache),
+        )
+    built.check_request_params(built.request_params)
+    if endpoint.store:
+        assert isinstance(built, ResponsesStyle)  # Endpoint refuses store in other styles
+        built.store = True
+    if endpoint.hosted_code:
+        built.hosted_code = True
+    return built
+
+
+def _field_names(kind: type) -> frozenset[str]:
+    """The names ``kind``'s constructor takes."""
+    return frozenset(f.name for f in dataclasses.fields(kind) if f.init)
+
+
+def _replacements(client: Client, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``changes`` (create_client's names, or the option objects' fields) as the
+    ``dataclasses.replace`` arguments of ``client``.
+
+    Raises:
+        ConfigurationError: a name that is no option, or max_parallel and
+            max_tool_concurrency given different values.
+    """
+    changes = dict(changes)
+    if "max_parallel" in changes:
+        cap = _cap(changes.pop("max_tool_concurrency", None), changes.pop("max_parallel"))
+        changes["max_tool_concurrency"] = cap
+    retries = changes.get("retries")
+    if isinstance(retries, int) and not isinstance(retries, bool):
+        changes["retries"] = dataclasses.replace(_retries(client.endpoint), count=retries)
+    parts: dict[str, dict[str, Any]] = {"endpoint": {}, "execution": {}, "guards": {}}
+    nested: dict[str, dict[str, Any]] = {"timeouts": {}, "retries": {}}
+    own: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name in _NESTED_NAMES:
+            holder, inner = _NESTED_NAMES[name]
+            nested[holder][inner] = value
+        elif name in parts or name in _field_names(Client):
+            own[name] = value
+        elif (part := _part_of(name)) is not None:
+            parts[part][name] = value
+        else:
+            raise ConfigurationError(
+                f"derive got an unknown option {name!r}; it takes create_client's options "
+                "(model, system_prompt, max_turns, code_mode, ...) or endpoint=, execution=, "
+                "guards=."
+            )
+    endpoint = own.get("endpoint", client.endpoint)
+    for holder, inner_changes in nested.items():
+        if inner_changes:
+            current = parts["endpoint"].get(holder, getattr(endpoint, holder))
+            if holder == "retries" and isinstance(current, int):
+                current = Retries(current)
+            parts["endpoint"][holder] = dataclasses.replace(current, **inner_changes)
+    for part, part_changes in parts.items():
+        if part_changes:
+            own[part] = dataclasses.replace(own.get(part, getattr(client, part)), **part_changes)
+    return own
+
+
+def _part_of(name: str) -> str | None:
+    """Which option object has a field ``name``: ``"endpoint"``, ``"execution"``,
+    ``"guards"``, or ``None``."""
+    for part, kind in (("endpoint", Endpoint), ("execution", Execution), ("guards", Guards)):
+        if name in _field_names(kind):
+            return part
+    return None
+
+
+def _retries(endpoint: Endpoint) -> Retries:
+    """The endpoint's retries (an int given is its count)."""
+    retries = endpoint.retries
+    return retries if isinstance(retries, Retries) else Retries(retries)

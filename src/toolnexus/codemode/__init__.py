@@ -6,6 +6,7 @@ calls. The model is explained once, with a diagram, in ``docs/codemode.md``; the
 """
 
 from toolnexus.codemode._discovery import DEFAULT_SDK_THRESHOLD, ToolIndex, disclosed_sdk
+from toolnexus.codemode._execution import Execution
 from toolnexus.codemode._modes import (
     RUN_CODE_NAME,
     CodeMode,
@@ -38,6 +39,8 @@ from toolnexus.codemode._discovery import check_always_loaded as check_always_lo
 from toolnexus.codemode._discovery import check_threshold as check_threshold
 from toolnexus.codemode._discovery import checker_sdk as checker_sdk
 from toolnexus.codemode._discovery import render_index as render_index
+from toolnexus.codemode._execution import disclosure_from as disclosure_from
+from toolnexus.codemode._execution import execution_from as execution_from
 from toolnexus.codemode._modes import default_mode as default_mode
 from toolnexus.codemode._modes import resolve_mode as resolve_mode
 from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION as RUN_CODE_BASE_DESCRIPTION
@@ -50,6 +53,7 @@ __all__ = [
     "RUN_CODE_NAME",
     "ApprovalHandler",
     "CodeMode",
+    "Execution",
     "PermissionPolicy",
     "RunContext",
     "ToolIndex",

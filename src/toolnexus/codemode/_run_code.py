@@ -22,7 +22,6 @@ from toolnexus._text import clip_middle_bytes
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import Binding, bindings
 from toolnexus.codemode._discovery import (
-    DEFAULT_SDK_THRESHOLD,
     DESCRIBE_TOOL,
     SEARCH_TOOLS,
     ToolIndex,
@@ -31,12 +30,13 @@ from toolnexus.codemode._discovery import (
     checker_sdk,
     disclosed_sdk,
 )
+from toolnexus.codemode._execution import Execution, disclosure_from, execution_from
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome, Scheduler, snapshot
 from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolResult
+from toolnexus.tools import Guards, Tool, ToolResult, guards_from
 from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
 from toolnexus.tools._hooks import ToolHooks
 from toolnexus.tools._policy import PermissionPolicy, filter_tools
@@ -264,13 +264,15 @@ async def run_program(
     runtime: CodeRuntime | None = None,
     policy: PermissionPolicy | None = None,
     session: Session | None = None,
-    max_parallel: int = 10,
+    max_parallel: int | None = None,
     approval_handler: ApprovalHandler | None = None,
     hooks: ToolHooks | None = None,
     call_id: str | None = None,
     deps: Any = None,
     await_timeout: float | None = None,
     description: str | None = None,
+    execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> dict[str, Any]:
     """Run one program exactly as the ``run_code`` tool does, and return its output.
 
@@ -282,7 +284,7 @@ async def run_program(
         runtime: The sandbox to run in; the shared default for ``language`` otherwise.
         policy: The permission policy; ``None`` grants every tool.
         session: Receives one bookkeeping ``tool_call`` event per sub-call.
-        max_parallel: The most sub-calls executing at once.
+        max_parallel: The most sub-calls executing at once (default 10).
         approval_handler: Consulted for every sub-call that needs approval.
         hooks: Before/after hooks run around every sub-call.
         call_id: The model's tool-call id, stamped into the audit events' ids.
@@ -291,22 +293,32 @@ async def run_program(
             [`await_timeout`][toolnexus.codemode.await_timeout]).
         description: What the program does, in one sentence; with a ``session``, logged as a
             bookkeeping ``code_run`` event ahead of the run's ``tool_call`` events.
+        execution: An [`Execution`][toolnexus.codemode.Execution] giving the cap (its
+            ``cap``: the environment's, else 10, when it leaves it out) and the runtime.
+        guards: A [`Guards`][toolnexus.tools.Guards] instead of ``policy``,
+            ``approval_handler`` and ``hooks``.
 
     Returns:
         ``{"result": value, "logs": [...]}``, or ``{"error": {"kind", "message"}, "logs": [...],
         "calls": [...]}``; never raises for anything the program does.
 
     Raises:
-        ConfigurationError: bad arguments (not a program's fault), before anything runs.
+        ConfigurationError: bad arguments (not a program's fault), or an object and a keyword
+            setting the same option differently, before anything runs.
 
     Example::
 
         out = await run_program("await tools.add({'a': 1, 'b': 2})", [add])
         out["result"]   # 3
     """
+    given = execution_from(execution, "run_program", runtime=runtime, max_parallel=max_parallel)
+    guarded = guards_from(
+        guards, "run_program", policy=policy, approval_handler=approval_handler, hooks=hooks
+    )
+    runtime = runtime if given is None or runtime is not None else given.runtime
     chosen = runtime if runtime is not None else default_runtime(language)
     _check_program(code, chosen)
-    granted = filter_tools(tools, policy)
+    granted = filter_tools(tools, guarded.permissions)
     sdk = checker_sdk(chosen.language, render_sdk(chosen.language, granted))
     return await _execute(
         code,
@@ -314,16 +326,23 @@ async def run_program(
         chosen,
         sdk,
         ToolIndex(granted, chosen.language),
-        policy=policy,
+        policy=guarded.permissions,
         session=session,
-        max_parallel=max_parallel,
-        approval_handler=approval_handler,
-        hooks=hooks,
+        max_parallel=_program_cap(given, max_parallel),
+        approval_handler=guarded.approval_handler,
+        hooks=guarded.hooks,
         call_id=call_id,
         deps=deps,
         patience=_patience(await_timeout),
         description=description,
     )
+
+
+def _program_cap(execution: Execution | None, max_parallel: int | None) -> int:
+    """A program's cap: ``execution``'s, else ``max_parallel``, else 10."""
+    if execution is not None:
+        return execution.cap
+    return 10 if max_parallel is None else max_parallel
 
 
 async def _execute(
@@ -415,13 +434,15 @@ def run_code_tool(
     *,
     policy: PermissionPolicy | None = None,
     runtime: CodeRuntime | None = None,
-    max_parallel: int = 10,
+    max_parallel: int | None = None,
     approval_handler: ApprovalHandler | None = None,
     hooks: ToolHooks | None = None,
     session: Session | None = None,
     await_timeout: float | None = None,
-    sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
-    always_loaded: Sequence[str] = (),
+    sdk_threshold: int | None = None,
+    always_loaded: Sequence[str] | None = None,
+    execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> Tool:
     """The ``run_code`` tool for this request.
 
@@ -442,7 +463,22 @@ def run_code_tool(
     When the tool is called with a [`RunContext`][toolnexus.codemode.RunContext] as its ``ctx``,
     that context's session, call id, approval handler, hooks and deps are used where the arguments
     here are ``None``.
+
+    ``execution=`` (an [`Execution`][toolnexus.codemode.Execution]) gives the cap (default 10
+    without it), runtime, ``sdk_threshold`` and ``always_loaded``; ``guards=`` (a
+    [`Guards`][toolnexus.tools.Guards]) ``policy``, ``approval_handler`` and ``hooks``. A keyword
+    that says otherwise than the object is a ConfigurationError.
     """
+    given = execution_from(execution, "run_code_tool", runtime=runtime, max_parallel=max_parallel)
+    guarded = guards_from(
+        guards, "run_code_tool", policy=policy, approval_handler=approval_handler, hooks=hooks
+    )
+    policy, approval_handler, hooks = guarded.permissions, guarded.approval_handler, guarded.hooks
+    max_parallel = _program_cap(given, max_parallel)
+    sdk_threshold, always_loaded = disclosure_from(
+        given, "run_code_tool", sdk_threshold, always_loaded
+    )
+    runtime = runtime if given is None or runtime is not None else given.runtime
     chosen = runtime if runtime is not None else default_runtime("python")
     granted_tools = list(granted) if granted is not None else filter_tools(all_tools, policy)
     language = chosen.language if chosen.language in _LANGUAGES else "python"

@@ -62,7 +62,7 @@ async def serve(
         host: Where the HTTP transport listens (loopback by default).
         port: The HTTP transport's port.
         **options: `Gateway` options (``language``, ``mode``, ``max_parallel``, ``approval``,
-            ``audit_log``, ``failures``).
+            ``audit_log``, ``failures``, ``execution``, ``guards``).
     """
     await run_gateway(Gateway(tools, **options), transport=transport, host=host, port=port)
 
@@ -166,7 +166,8 @@ async def serve_config(
 ) -> None:
     """Connect the MCP servers of ``config`` (see `load_config`) and serve the gateway over
     their tools and ``extra_tools``; ``overrides`` (not ``None``) win over the config's
-    ``toolnexus`` options.
+    ``toolnexus`` options: an ``execution=`` override over its ``max_parallel``,
+    ``sdk_threshold`` and ``always_loaded``, a ``guards=`` over its ``policy``.
 
     ``run_code`` tasks are durable Temporal workflows when the config has a
     ``toolnexus.durable`` key, or when ``durable`` is true (``--durable``): then, without that
@@ -181,7 +182,7 @@ async def serve_config(
         ConfigurationError: a bad server entry or option; a port out of range or in use
             (found before any upstream starts).
     """
-    options = gateway_options(config) | {k: v for k, v in overrides.items() if v is not None}
+    options = _overridden(gateway_options(config), overrides)
     # run_code tasks as Temporal workflows (_durable.py)
     settings = durable_settings(options.pop("durable", None), durable)
     sock = listening_socket(host, port) if transport == "http" else None
@@ -228,6 +229,21 @@ UPSTREAM_PROTOCOL = "legacy"
 from an upstream beside its answers (log messages, resource updates, list changes) reaches it
 on a session, which the per-request revision (2026-07-28) does not keep. An entry's own
 ``"protocol": "auto"`` negotiates 2026-07-28 where the upstream speaks it."""
+
+
+_COVERED = {"execution": ("max_parallel", "sdk_threshold", "always_loaded"), "guards": ("policy",)}
+"""The config options an option object given to `serve_config` stands in for."""
+
+
+def _overridden(options: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's gateway ``options`` with the ``overrides`` (not ``None``) winning; an
+    option object wins over the config options it covers (`_COVERED`)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    kept = dict(options)
+    for name, keys in _COVERED.items():
+        if name in given:
+            kept = {k: v for k, v in kept.items() if k not in keys}
+    return kept | given
 
 
 def _on_sessions(servers: Any) -> Any:

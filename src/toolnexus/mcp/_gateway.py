@@ -31,9 +31,9 @@ from mcp.shared.exceptions import MCPError
 from toolnexus._checks import positive_int, refuse_unknown
 from toolnexus._version import __version__
 from toolnexus.codemode import (
-    DEFAULT_SDK_THRESHOLD,
     RUN_CODE_BASE_DESCRIPTION,
     RUN_CODE_NAME,
+    Execution,
     PermissionPolicy,
     RunContext,
     check_always_loaded,
@@ -41,6 +41,8 @@ from toolnexus.codemode import (
     default_runtime,
     direct_dispatch,
     disclosed_sdk,
+    disclosure_from,
+    execution_from,
     filter_tools,
     render_sdk,
     run_program,
@@ -54,7 +56,7 @@ from toolnexus.mcp._relay import CallScope, Parked, Refused, Relay, current_call
 from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session
-from toolnexus.tools import Tool, ToolHooks
+from toolnexus.tools import Guards, Tool, ToolHooks, guards_from
 from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
 
 __all__ = ["RESERVED_NAMES", "Gateway", "GatewayMode"]
@@ -171,6 +173,12 @@ class Gateway:
         relay: Where the upstream servers' requests (sampling, elicitation, roots, progress)
             find the client call they belong to (see `Relay.handlers`); a fresh one by
             default.
+        execution: An [`Execution`][toolnexus.codemode.Execution] giving ``max_parallel``
+            (its ``max_tool_concurrency``), ``runtime``, ``sdk_threshold`` and
+            ``always_loaded``; a keyword that says otherwise is refused.
+        guards: A [`Guards`][toolnexus.tools.Guards] giving ``policy`` (its ``permissions``).
+            Only permissions: the gateway asks its MCP client for consent (``approval``), so a
+            Guards with an ``approval_handler`` or ``hooks`` is refused.
 
     Raises:
         ConfigurationError: a bad ``mode``, ``language`` or ``max_parallel``; an
@@ -192,12 +200,22 @@ class Gateway:
         runtime: CodeRuntime | None = None,
         failures: dict[str, str] | None = None,
         tier_threshold: int = DEFAULT_THRESHOLD,
-        sdk_threshold: int = DEFAULT_SDK_THRESHOLD,
-        always_loaded: Sequence[str] = (),
+        sdk_threshold: int | None = None,
+        always_loaded: Sequence[str] | None = None,
         name: str = "toolnexus",
         upstreams: Upstreams | None = None,
         relay: Relay | None = None,
+        execution: Execution | None = None,
+        guards: Guards | None = None,
     ) -> None:
+        given = execution_from(execution, "Gateway", runtime=runtime, max_parallel=max_parallel)
+        if given is not None:
+            runtime = runtime if runtime is not None else given.runtime
+            max_parallel = given.max_tool_concurrency
+        sdk_threshold, always_loaded = disclosure_from(
+            given, "Gateway", sdk_threshold, always_loaded
+        )
+        policy = _gateway_policy(guards, policy)
         if mode not in ("code", "both"):
             raise ConfigurationError(f"gateway mode must be 'code' or 'both', got {mode!r}.")
         if max_parallel is not None:
@@ -670,6 +688,26 @@ class _Server(Server[Any]):
             experimental_capabilities,
             extensions,
         )
+
+
+def _gateway_policy(
+    guards: Guards | None, policy: PermissionPolicy | None
+) -> PermissionPolicy | None:
+    """The gateway's policy: ``policy``, or ``guards``' permissions.
+
+    Raises:
+        ConfigurationError: both disagree, or ``guards`` holds what a gateway cannot run.
+    """
+    if guards is None:
+        return policy
+    guarded = guards_from(guards, "Gateway", policy=policy)
+    if guarded.approval_handler is not None or guarded.hooks is not None:
+        raise ConfigurationError(
+            "Gateway guards= takes permissions only: the gateway asks its MCP client for "
+            "consent (approval=[tool names]) and runs no hooks of its own; leave "
+            "approval_handler and hooks out of the Guards."
+        )
+    return guarded.permissions
 
 
 def _budget(runtime: CodeRuntime) -> float:

@@ -18,6 +18,7 @@ from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
 from toolnexus.client._loop import assistant_message, model_response, provider_stop
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output, requested_output
+from toolnexus.codemode import Execution, execution_from
 from toolnexus.errors import (
     ConfigurationError,
     ModelRetry,
@@ -90,6 +91,16 @@ def _common(
     }
 
 
+def _cap(execution: Execution | None, max_parallel: int | None) -> int | None:
+    """The cap a durable entry point was given: ``execution``'s, else ``max_parallel``.
+
+    Raises:
+        ConfigurationError: both given, saying different things.
+    """
+    given = execution_from(execution, "the durable entry point", max_parallel=max_parallel)
+    return max_parallel if given is None else given.max_tool_concurrency
+
+
 async def _start(
     temporal_client: TemporalClient,
     workflow: str,
@@ -158,6 +169,7 @@ async def run_batch(
     session: Session | None = None,
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
+    execution: Execution | None = None,
 ) -> list[Outcome]:
     """Run the tool calls of one model response durably; one outcome per call, in order.
 
@@ -180,6 +192,10 @@ async def run_batch(
             a used id is refused.
         continue_after: A run of the workflow continues as new once its history has this many
             events (sooner when Temporal suggests it): a batch of any length completes.
+        execution: An [`Execution`][toolnexus.codemode.Execution] whose
+            ``max_tool_concurrency`` is the cap (instead of ``max_parallel``; both, differing,
+            is an error). Its other knobs and the guards are the workers' (``worker(...,
+            client=...)``): a durable run's tool calls run there.
 
     Raises:
         ConfigurationError: ``calls`` holds something that is not a ``ToolCall``, an option
@@ -191,7 +207,14 @@ async def run_batch(
     check_calls(calls)
     request = {
         "calls": [call_to_wire(call) for call in calls],
-        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
+        **_common(
+            temporal_client,
+            task_queue,
+            _cap(execution, max_parallel),
+            timings,
+            workflow_id,
+            continue_after,
+        ),
     }
     handle = await _start(
         temporal_client, BATCH_WORKFLOW, request, workflow_id, "toolnexus-batch", task_queue
@@ -232,6 +255,7 @@ async def run_program(
     call_id: str = "program",
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
+    execution: Execution | None = None,
 ) -> dict[str, Any]:
     """Run a Code Mode program durably; returns what ``toolnexus.codemode.run_program`` does.
 
@@ -240,8 +264,9 @@ async def run_program(
     for why that is safe and what it asks of a program). A worker lost in the middle never
     makes a completed sub-call run again.
 
-    ``workflow_id`` and ``continue_after`` work as for `run_batch`: a program with any number
-    of sub-calls completes, and a resubmitted program returns its recorded output.
+    ``workflow_id``, ``continue_after`` and ``execution`` work as for `run_batch`: a program
+    with any number of sub-calls completes, and a resubmitted program returns its recorded
+    output.
 
     Raises:
         ConfigurationError: ``code`` or ``call_id`` is not a string, ``language`` is not
@@ -257,6 +282,7 @@ async def run_program(
         call_id=call_id,
         workflow_id=workflow_id,
         continue_after=continue_after,
+        execution=execution,
     )
     output: dict[str, Any] = await handle.result()
     return output
@@ -274,6 +300,7 @@ async def start_program(
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
     memo: dict[str, Any] | None = None,
+    execution: Execution | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start a durable program (as `run_program` does) and return its workflow handle at
     once, for a caller that fetches the output later (``await handle.result()``), from this
@@ -297,7 +324,14 @@ async def start_program(
         "code": code,
         "language": language,
         "call_id": call_id,
-        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
+        **_common(
+            temporal_client,
+            task_queue,
+            _cap(execution, max_parallel),
+            timings,
+            workflow_id,
+            continue_after,
+        ),
     }
     return await _start(
         temporal_client,
@@ -323,6 +357,7 @@ async def start_run(
     continue_after: int = CONTINUE_AFTER,
     output_type: Any = None,
     output_retries: int = 1,
+    execution: Execution | None = None,
 ) -> RunHandle:
     """Start a durable agent run (the durable ``Client.run``) and return its handle.
 
@@ -349,6 +384,7 @@ async def start_run(
             under it returns the handle of the one that runs or ran.
         continue_after: As for `run_batch`: a run of any length continues as new between
             turns (or inside a turn's batch), its messages and records carried over.
+        execution: As for `run_batch` (its cap instead of ``max_parallel``).
         output_type: Ask for a structured answer, as ``Client.run`` does: the model hands it
             over through a ``final_result`` tool, and ``RunResult.output`` holds the typed
             value. The workers check the arguments against the type's JSON Schema (field
@@ -375,7 +411,14 @@ async def start_run(
         "prompt": prompt,
         "max_turns": max_turns,
         "model_timeout": model_timeout,
-        **_common(temporal_client, task_queue, max_parallel, timings, workflow_id, continue_after),
+        **_common(
+            temporal_client,
+            task_queue,
+            _cap(execution, max_parallel),
+            timings,
+            workflow_id,
+            continue_after,
+        ),
     }
     if output is not None:  # absent otherwise: a run without one is started as before
         request["output"] = {"schema": output.tool.input_schema, "retries": output.retries}

@@ -2,6 +2,7 @@
 
 from toolnexus.tools._calls import ApprovalHandler, RunContext
 from toolnexus.tools._decorator import tool
+from toolnexus.tools._guards import Guards
 from toolnexus.tools._hooks import AfterHook, BeforeHook, ToolHooks
 from toolnexus.tools._outcome import HostReason, Outcome
 from toolnexus.tools._policy import PermissionPolicy
@@ -10,11 +11,17 @@ from toolnexus.tools._safety import Mode, classify, concurrency_mode
 from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolResult
 from toolnexus.tools._toolkit import Toolkit
 
+# isort: split
+# For the layers above (Code Mode, the gateway), which take guards as objects and as keywords.
+# Not public API.
+from toolnexus.tools._guards import guards_from as guards_from
+
 __all__ = [
     "AfterHook",
     "ApprovalHandler",
     "BeforeHook",
     "ConcurrencyPredicate",
+    "Guards",
     "HostReason",
     "Mode",
     "Outcome",
