@@ -47,10 +47,16 @@ EXPECTED = {
         "create_client",
     ],
     toolnexus.scheduling: [
-        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
+        "EVERYTHING", "MAX_KEY_WORK", "AuditNaming", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
-    toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.session: [
+        "BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "CallTimingData", "CancelledData",
+        "Entry", "Event", "FallbackData", "ModelResponseData", "ModelStopData", "Session",
+        "ToolCallData", "TurnData", "UserMessageData", "code_run_cancelled", "fallback",
+        "model_response", "model_stop", "tool_call_cancelled", "turn_end", "turn_start",
+        "user_message",
+    ],
     toolnexus.mcp: [
         "Gateway", "GatewayMode", "gateway_options", "load_config", "run_gateway", "serve",
         "serve_config",
