@@ -12,8 +12,8 @@ arguments are text, numbers and data the caller already holds as JSON), so a wri
 it as it is: ``session._append_json(*turn_start(1))``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: a TypedDict reads ``NotRequired`` from its real
+# annotations, so readers (and tests) see which keys an event may leave out.
 from collections.abc import Callable
 from typing import Any, NamedTuple, NotRequired, ParamSpec, TypedDict
 
@@ -102,10 +102,10 @@ class ModelResponseData(TypedDict):
 
     turn: int
     model: str
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
     stop_reason: str | None
 
 
@@ -190,13 +190,13 @@ def turn_end(turn: int, error: str | None = None) -> dict[str, Any]:
 def model_response(
     turn: int,
     model: str,
-    input_tokens: int,
-    output_tokens: int,
-    cache_read_tokens: int,
-    cache_write_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read_tokens: int | None,
+    cache_write_tokens: int | None,
     stop_reason: str | None,
 ) -> dict[str, Any]:
-    """A ``model_response``: one model request and its cost."""
+    """A ``model_response``: one model request and its cost (``None``: not reported)."""
     return {
         "turn": turn,
         "model": model,
