@@ -49,10 +49,10 @@ EXPECTED = {
         "create_client",
     ],
     toolnexus.scheduling: [
-        "EVERYTHING", "MAX_KEY_WORK", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
+        "EVERYTHING", "MAX_KEY_WORK", "AuditNaming", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
         "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
     ],
-    toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"],
+    toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session", "events"],
     toolnexus.mcp: [
         "Gateway", "GatewayMode", "gateway_options", "load_config", "run_gateway", "serve",
         "serve_config",

@@ -727,18 +727,18 @@ async def test_one_tool_call_event_per_started_call_in_submission_order(probe: P
             await asyncio.sleep(0)
     # (each call's call_timing event is checked in tests/test_view_recording.py)
     assert [e for e in lane.logged_events() if e[0] == "tool_call"] == [
-        ("tool_call", {"id": "call_9:code:1", "name": "read", "arguments": {"id": "a"},
-                       "mode": "parallel", "seq": 1, "source": "code_mode"}),
-        ("tool_call", {"id": "call_9:code:2", "name": "write", "arguments": {"id": "b"},
-                       "mode": "exclusive", "seq": 2, "source": "code_mode",
+        ("tool_call", {"id": "call_9:call:1", "name": "read", "arguments": {"id": "a"},
+                       "mode": "parallel", "seq": 1, "source": "scheduler"}),
+        ("tool_call", {"id": "call_9:call:2", "name": "write", "arguments": {"id": "b"},
+                       "mode": "exclusive", "seq": 2, "source": "scheduler",
                        "waited_for": {"seq": 1, "resource": "*"}}),
-        ("tool_call", {"id": "call_9:code:3", "name": "read",
+        ("tool_call", {"id": "call_9:call:3", "name": "read",
                        "arguments": {"id": "c", "gate": "never"},
-                       "mode": "parallel", "seq": 3, "source": "code_mode",
+                       "mode": "parallel", "seq": 3, "source": "scheduler",
                        "waited_for": {"seq": 2, "resource": "*"}}),
-        ("tool_call", {"id": "call_9:code:4", "name": "read",
+        ("tool_call", {"id": "call_9:call:4", "name": "read",
                        "arguments": {"id": "d", "gate": "never"},
-                       "mode": "parallel", "seq": 4, "source": "code_mode",
+                       "mode": "parallel", "seq": 4, "source": "scheduler",
                        "waited_for": {"seq": 2, "resource": "*"}}),
     ]  # fmt: skip
     assert lane.session is session
@@ -751,7 +751,7 @@ async def test_event_ids_without_a_call_id_and_audit_off(probe: Probe) -> None:
     read = probe.tool("read")
     async with Scheduler() as lane:
         await lane.call(read, {"id": "a"})
-    assert lane.logged_events()[0][1]["id"] == "code:1"
+    assert lane.logged_events()[0][1]["id"] == "call:1"
     assert isinstance(lane.session, Session)
     async with Scheduler(audit=False) as quiet:
         await quiet.call(read, {"id": "a"})

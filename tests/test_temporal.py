@@ -638,3 +638,47 @@ return [a, b, c];
         rolled = await run_program(temporal, dice, task_queue=queue, language="javascript")
     assert output["result"] == ["look 1", "look 2", "touch 3"], output
     assert rolled["error"]["kind"] == "nondeterministic", rolled
+
+
+async def test_a_durable_runs_session_is_the_in_process_runs_byte_for_byte(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """Issue 34: the two writers of one run's log write the same lines, times and ids apart."""
+    scripted(provider, [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2})])
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue, timings=FAST)
+        durable = await handle.result()
+    local = await client.run("go", tools=[look, touch])
+    import difflib
+    import sys
+
+    sys.stderr.write(
+        "".join(
+            difflib.unified_diff(normalised_lines(durable.session), normalised_lines(local.session))
+        )
+    )
+    assert normalised_lines(durable.session) == normalised_lines(local.session)
+
+
+CLOCKED = ("admitted", "started", "finished", "lane")
+"""The keys of an event's data that hold a clock reading or a process's lane number."""
+
+
+def normalised_lines(session: Session) -> list[str]:
+    """The session's saved lines with every time (and lane number) set to zero.
+
+    One difference is left in the durable rebuild and set aside here: the provider's own
+    message comes back through Temporal's JSON payloads with its keys sorted, so its keys are
+    sorted on both sides (its content is compared as it is)."""
+    lines = []
+    for event in session.events:
+        data = {key: 0 if key in CLOCKED else value for key, value in event.data.items()}
+        if isinstance(data.get("provider"), dict):
+            provider = dict(data["provider"])
+            provider["message"] = json.loads(json.dumps(provider["message"], sort_keys=True))
+            data["provider"] = provider
+        lines.append(event._replace(data=data, time=0).json_line())
+    return lines

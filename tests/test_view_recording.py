@@ -9,6 +9,7 @@ import asyncio
 
 from helpers import Probe
 from toolnexus import Session, Tool
+from toolnexus.codemode._run_code import CODE_MODE_NAMING
 from toolnexus.scheduling import Scheduler, ToolCall, run_batch
 
 
@@ -53,7 +54,8 @@ async def test_native_batch_records_overlap_and_the_barrier(probe: Probe) -> Non
 async def test_code_mode_lane_records_each_sub_call_and_abandoned_calls(probe: Probe) -> None:
     read: Tool = probe.tool("read")
     session = Session()
-    async with Scheduler(session=session, max_parallel=1, call_id="toolu_7") as lane:
+    lane = Scheduler(session=session, max_parallel=1, call_id="toolu_7", naming=CODE_MODE_NAMING)
+    async with lane:
         first = lane.submit(read, {"id": "a"})
         lane.submit(read, {"id": "b", "gate": "never"})
         await lane.wait(first)

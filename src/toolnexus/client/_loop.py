@@ -69,7 +69,7 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
-from toolnexus.session import MAX_DEPTH, Session
+from toolnexus.session import MAX_DEPTH, Session, events
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
 from toolnexus.tools._outcome import (
@@ -169,7 +169,7 @@ class _Run:
         self.output = output
         self.session = session
         # recorded as sent: a lone surrogate goes out (and into the log) as U+FFFD
-        self.session.append("user_message", {"content": encodable_text(prompt)})
+        self.session.append(*events.user_message(encodable_text(prompt)))
         self.messages = config.style.opening(history, prompt)
         self.records: list[ToolCallRecord] = []
         self.usage = Usage()
@@ -257,18 +257,17 @@ class _Run:
         the tries had run out it stopped the run instead, and the request is left out of the
         transcript, which holds only what was sent)."""
         self.messages.append({"role": "user", "content": asked.message})
-        self.session.append("user_message", {"content": asked.message})
+        self.session.append(*events.user_message(asked.message))
 
     def fell_back(self, failed: Style, next_style: Style, error: ProviderError) -> None:
         """Log that ``failed`` could not answer and ``next_style`` is asked instead."""
         self.session.log_event(
-            "fallback",
-            {
-                "turn": self.turns + 1,
-                "failed": f"{failed.model} at {failed.base_url}",
-                "error": error.message,
-                "next": f"{next_style.model} at {next_style.base_url}",
-            },
+            *events.fallback(
+                self.turns + 1,
+                failed=f"{failed.model} at {failed.base_url}",
+                error=error.message,
+                next=f"{next_style.model} at {next_style.base_url}",
+            )
         )
 
     def sent_to(self, style: Style) -> list[dict[str, Any]]:
@@ -316,7 +315,7 @@ class _Run:
         self.text = reply.text
         # a bookkeeping record of the request (what it cost), for toolnexus.view
         response = model_response(self.turns, answering.model, reply.usage, reply.stop_reason)
-        self.session._append_json("model_response", response)
+        self.session._append_json(*response)
         if reply.ending in ("refused", "context_window"):
             self.provider_stopped(reply)
             return
@@ -343,13 +342,9 @@ class _Run:
         """The provider ended the run (a refusal, or a conversation past the context window):
         logged as a ``model_stop`` event (the rule's `Stop` says how the run ends)."""
         self.session.log_event(
-            "model_stop",
-            {
-                "turn": self.turns,
-                "reason": reply.stop_reason or reply.ending,
-                "details": reply.stop_details,
-                "text": reply.text,
-            },
+            *events.model_stop(
+                self.turns, reply.stop_reason or reply.ending, reply.stop_details, reply.text
+            )
         )
 
     def dropped(
@@ -396,17 +391,17 @@ class _Run:
         return None if tool is None else tool.retries
 
 
-def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None) -> dict[str, Any]:
-    """The data of a ``model_response`` bookkeeping event: one model request and its cost."""
-    return {
-        "turn": turn,
-        "model": model,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "stop_reason": stop_reason,
-    }
+def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None) -> events.Entry:
+    """The ``model_response`` bookkeeping event of one model request and its cost."""
+    return events.model_response(
+        turn,
+        model,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        stop_reason,
+    )
 
 
 def assistant_message(
@@ -580,16 +575,16 @@ async def drive(run: _Run, *, stream: bool, watched: bool = True) -> AsyncIterat
             stop = asked
             break
         turn = asked.turn
-        run.session._append_json("turn_start", {"turn": turn})  # an int: JSON as it is
+        run.session._append_json(*events.turn_start(turn))  # an int: JSON as it is
         try:
             async for event in _turn(run, stream=stream, watched=watched):
                 if not isinstance(event, AssistantTurn):
                     yield event
         except ProviderError as exc:
-            run.session.log_event("turn_end", {"turn": turn, "error": exc.message})
+            run.session.log_event(*events.turn_end(turn, exc.message))
             exc.partial = run.result("error")
             raise
-        run.session._append_json("turn_end", {"turn": turn})
+        run.session._append_json(*events.turn_end(turn))
         decided = run.decision  # from the reply, or from its calls' outcomes
         if isinstance(decided, Stop):  # refused, retries or output, done, pending
             stop = decided

@@ -34,7 +34,7 @@ from toolnexus.codemode._execution import Execution, disclosure_from, execution_
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
-from toolnexus.scheduling import Outcome, Scheduler, snapshot
+from toolnexus.scheduling import AuditNaming, Outcome, Scheduler, snapshot
 from toolnexus.session import Session
 from toolnexus.tools import Guards, Tool, ToolResult, guards_from
 from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
@@ -74,6 +74,10 @@ RUN_CODE_BASE_DESCRIPTION = (
 )
 
 _LANGUAGES = ("python", "javascript")
+
+CODE_MODE_NAMING = AuditNaming("code_mode", "code")
+"""How Code Mode's lanes audit a program's sub-calls: ``"source": "code_mode"``, ids
+``"<run_code call id>:code:<n>"`` (the durable program workflow names them the same)."""
 """The languages a runtime may run; each is also the language of the SDK its programs see."""
 _DEFAULT_RUNTIMES: dict[str, CodeRuntime] = {}
 
@@ -377,7 +381,13 @@ async def _execute(
         session.log_event("code_run", encodable_data(event))  # the model's text, mended
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
-        lane = Scheduler(dispatch_call, session=session, max_parallel=max_parallel, call_id=call_id)
+        lane = Scheduler(
+            dispatch_call,
+            session=session,
+            max_parallel=max_parallel,
+            call_id=call_id,
+            naming=CODE_MODE_NAMING,
+        )
         try:
             binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
             call_tool = _tool_caller({b.name: b for b in binds}, log)

@@ -55,7 +55,7 @@ from toolnexus.mcp._proxy import RAW_RESULT, Upstreams
 from toolnexus.mcp._relay import CallScope, Parked, Refused, Relay, current_call
 from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 from toolnexus.tools import Guards, Tool, ToolHooks, guards_from
 from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
 
@@ -425,7 +425,7 @@ class Gateway:
                 description=_text(arguments.get("description")) or "a program",
             )
         except BaseException:  # the client cancelled (or the server is going down)
-            self.session.log_event("code_run_cancelled", {"id": call_id})
+            self.session.log_event(*events.code_run_cancelled(call_id))
             raise
         finally:
             self.flush_audit()
@@ -482,7 +482,7 @@ class Gateway:
             with flight:
                 outcome = await direct_dispatch(called, arguments, run_ctx)
         except BaseException:  # the client cancelled (or the server is going down)
-            self.session.log_event("tool_call_cancelled", {"id": call_id})
+            self.session.log_event(*events.tool_call_cancelled(call_id))
             self.flush_audit()
             raise
         finally:

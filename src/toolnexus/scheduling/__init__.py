@@ -7,12 +7,19 @@ from toolnexus._snapshot import snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._rule import EVERYTHING, MAX_KEY_WORK, Mode, SchedulingRule, Wait
-from toolnexus.scheduling._scheduler import Dispatch, Scheduler, Ticket, invoke_tool
+from toolnexus.scheduling._scheduler import (
+    AuditNaming,
+    Dispatch,
+    Scheduler,
+    Ticket,
+    invoke_tool,
+)
 from toolnexus.tools import HostReason, Outcome, concurrency_mode
 
 __all__ = [
     "EVERYTHING",
     "MAX_KEY_WORK",
+    "AuditNaming",
     "Dispatch",
     "HostReason",
     "Mode",

@@ -30,6 +30,7 @@ import time
 import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -201,6 +202,28 @@ def _tool_name(tool: object) -> str:
     return name if isinstance(name, str) else repr(tool)
 
 
+@dataclass(frozen=True)
+class AuditNaming:
+    """How a lane's audit names its calls: the ``source`` of each ``tool_call`` event, and the
+    ``kind`` in each call's id, ``"<call_id>:<kind>:<seq>"`` (``"<kind>:<seq>"`` without one).
+
+    Why the owner says it: the scheduler sits below Code Mode and must not speak for it. Code
+    Mode tells its lanes ``AuditNaming("code_mode", "code")``; a `Scheduler` used directly
+    names its calls as itself (`SCHEDULER_NAMING`).
+    """
+
+    source: str
+    kind: str
+
+    def prefix(self, call_id: str | None) -> str:
+        """The id of a call of this lane, less its ``seq``."""
+        return f"{call_id}:{self.kind}:" if call_id else f"{self.kind}:"
+
+
+SCHEDULER_NAMING = AuditNaming("scheduler", "call")
+"""The audit naming of a `Scheduler` used directly."""
+
+
 class Scheduler:
     """One scheduler lane: classifies, starts and commits tool calls by the scheduling rule.
 
@@ -222,7 +245,10 @@ class Scheduler:
             since the epoch), whether it failed, and what it declared and waited for.
         max_parallel: The most calls executing at once (positive int, default 10).
         call_id: The outer call's id (a ``run_code`` tool-call id), used to build each event's
-            ``"<call_id>:code:<seq>"`` id.
+            ``"<call_id>:<naming.kind>:<seq>"`` id.
+        naming: How the lane's audit names its calls (`AuditNaming`): told by whoever owns the
+            lane (Code Mode passes its own, ``"code_mode"`` and ``code``); a lane used
+            directly is ``"scheduler"`` and ``call``.
         audit: Whether to log ``tool_call`` events at all. Batches of native calls turn it off:
             those calls are already in the transcript's assistant message.
 
@@ -244,6 +270,7 @@ class Scheduler:
         max_parallel: int = 10,
         call_id: str | None = None,
         audit: bool = True,
+        naming: AuditNaming | None = None,
     ) -> None:
         if dispatch is not None and not callable(dispatch):
             raise ConfigurationError(
@@ -266,7 +293,8 @@ class Scheduler:
             ) from exc
         self._session = session if session is not None else Session()
         self._call_id = call_id
-        self._event_prefix = f"{call_id}:code:" if call_id else "code:"
+        self._naming = naming if naming is not None else SCHEDULER_NAMING
+        self._event_prefix = self._naming.prefix(call_id)
         self._audit = audit
         self._timing = session is not None  # nobody reads a fresh session's timings
         self._lane = next(_lane_numbers)
@@ -739,7 +767,7 @@ class Scheduler:
             "arguments": call.logged_args,
             "mode": call.mode,
             "seq": call.seq,
-            "source": "code_mode",
+            "source": self._naming.source,
             **self._scheduling_facts(call),
         }
         # The data is built from this lane's own snapshot, so it is JSON-shaped by construction.

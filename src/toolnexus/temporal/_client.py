@@ -31,7 +31,7 @@ from toolnexus.errors import (
 )
 from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
 from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 from toolnexus.temporal._history import RunHistory, read_history
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
@@ -530,8 +530,8 @@ def _run_result(
     """
     session = Session()
     opening = times.activities.get("model:0")  # the prompt was sent with the first request
-    prompt_event = {"content": encodable_text(prompt)}  # as sent
-    session._append_json("user_message", prompt_event, at=opening.scheduled if opening else None)
+    prompt_event = events.user_message(encodable_text(prompt))  # as sent
+    session._append_json(*prompt_event, at=opening.scheduled if opening else None)
     records: list[ToolCallRecord] = []
     usage = Usage()
     models: list[str] = []
@@ -549,15 +549,15 @@ def _run_result(
         request = times.activities.get(f"model:{number - 1}")
         answered = request.closed if request is not None else None
         if request is not None:
-            session._append_json("turn_start", {"turn": number}, at=request.scheduled)
+            session._append_json(*events.turn_start(number), at=request.scheduled)
         response = model_response(number, reply["model"], Usage(**reply["usage"]), stop_reason)
-        session._append_json("model_response", response, at=answered)
+        session._append_json(*response, at=answered)
         ending = reply.get("ending", "answered")
         if ending in ("refused", "context_window"):  # as in process: a bookkeeping event
             _, stopped_by = provider_stop(ending, reply["stop_reason"], reply["stop_details"])
-            stop = {"turn": number, "reason": reply["stop_reason"] or ending}
-            stop |= {"details": reply["stop_details"], "text": text}
-            session.log_event("model_stop", stop)
+            reason = reply["stop_reason"] or ending
+            session.log_event(*events.model_stop(number, reason, reply["stop_details"], text))
+            session._append_json(*events.turn_end(number), at=answered)  # as in process
             continue
         transcript_calls = [
             {"id": c.id, "name": c.name, "arguments": transcript_arguments(c)}
@@ -569,11 +569,17 @@ def _run_result(
             event["provider"]["endpoint"] = reply["endpoint"]
         session._append_json("assistant_message", event, at=answered)
         waits = {wait[0]: wait for wait in turn.get("waits", [])}
-        for index, (call, wire) in enumerate(zip(calls, turn["outcomes"], strict=False)):
-            outcome = outcome_from_wire(wire)
-            place = f"{number - 1}:{index}"
-            finished = times.record_call(session, place, call, outcome, number, waits.get(index))
-            record_tool_result(session, call, outcome, at=finished)
+        outcomes = [outcome_from_wire(wire) for wire in turn["outcomes"]]
+        # as in process: the lane logs each call's timing as it commits, then the turn's
+        # results enter the transcript
+        ended = [
+            times.record_call(session, f"{number - 1}:{index}", call, outcome, number, wait)
+            for index, (call, outcome) in enumerate(zip(calls, outcomes, strict=False))
+            for wait in [waits.get(index)]
+        ]
+        over = max((t for t in ended if t is not None), default=answered)
+        for call, outcome in zip(calls, outcomes, strict=False):
+            record_tool_result(session, call, outcome, at=over)  # once the turn's calls are done
             records.append(
                 ToolCallRecord(
                     call.id,
@@ -587,7 +593,8 @@ def _run_result(
             if output is not None and call.name == OUTPUT_TOOL and outcome.ok:
                 accepted = transcript_arguments(call)
         if turn.get("asked_for_output"):  # a text answer where the output tool was asked for
-            session._append_json("user_message", {"content": ASK_FOR_OUTPUT}, at=answered)
+            session._append_json(*events.user_message(ASK_FOR_OUTPUT), at=answered)
+        session._append_json(*events.turn_end(number), at=over)  # as in process
     value = None
     if output is not None and accepted is not _NOTHING and status == "done":
         value, refused = _checked_output(output, accepted)

@@ -75,18 +75,20 @@ class RunHistory:
             return None
         facts = self.facts.get(place, {})
         started = times.started or times.closed
+        # admitted: when the call entered its lane; for a call that did not wait, when its
+        # activity was scheduled (the lane admits and starts it at once)
+        entered = float(wait[3]) if wait is not None else (times.scheduled or started)
         data: dict[str, Any] = {
             "id": call.id,
             "name": call.name,
             "lane": lane,
             "seq": int(place.rpartition(":")[2]) + 1,
             "mode": facts.get("mode"),
+            "admitted": min(entered, started),
             "started": started,
             "finished": max(times.closed, started),
             "ok": outcome.error is None,
         }
-        if wait is not None:
-            data["admitted"] = min(float(wait[3]), started)
         if facts.get("resources") is not None:
             data["resources"] = facts["resources"]
         if wait is not None:

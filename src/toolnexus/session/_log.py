@@ -1,26 +1,4 @@
-"""The session log: an append-only list of events, from which model messages are derived.
-
-Two kinds of event share one log:
-
-* **surface** events (``system_message``, ``user_message``, ``assistant_message``,
-  ``tool_result``) are the transcript; [`Session.messages`][toolnexus.session.Session.messages]
-  projects each to one message;
-* **bookkeeping** events (``tool_call``, ``call_timing``, ``turn_start``, ``turn_end``,
-  ``step_start``, ``step_end``, ``request_header``, and any other type you log) project to
-  nothing.
-
-Why one log with two kinds: a Code Mode program may make hundreds of tool calls, and each must
-be audited, but none of them may enter the model's history: only what the program returns does.
-Logging them as bookkeeping keeps the audit trail and the transcript in one ordered record while
-``messages()`` stays exactly what the model said and was told.
-
-Example::
-
-    session = Session()
-    session.append("user_message", {"content": "hi"})
-    session.log_event("turn_start", {"turn": 1})
-    session.messages()  # [{"role": "user", "content": "hi"}]
-"""
+"""The log itself: `Session` (append, project to messages, save, load) and its `Event`."""
 
 from __future__ import annotations
 
@@ -34,8 +12,9 @@ from typing import Any, NamedTuple
 
 from toolnexus._json import MAX_NESTING, encodable_data, json_problem
 from toolnexus.errors import SessionError
+from toolnexus.session.events import SURFACE_TYPES
 
-__all__ = ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session"]
+__all__ = ["MAX_DEPTH", "Event", "Session"]
 
 MAX_DEPTH = 2 * MAX_NESTING
 """Deepest nesting of lists and dicts an event's data may hold (the data itself is level 1).
@@ -43,37 +22,6 @@ MAX_DEPTH = 2 * MAX_NESTING
 Twice the nesting accepted from outside, so a recorded tool call or result (itself at most
 that deep) always fits inside its event. `Session.append` refuses deeper data and
 `Session.load` refuses a line holding it, so what is accepted is what reads back."""
-
-SURFACE_TYPES: dict[str, str] = {
-    "system_message": "system",
-    "user_message": "user",
-    "assistant_message": "assistant",
-    "tool_result": "tool",
-}
-"""Surface event types and the message role each projects to."""
-
-BOOKKEEPING_TYPES = frozenset(
-    {
-        "approval",
-        "call_refused",
-        "call_resources",
-        "call_outside_transcript",
-        "call_timing",
-        "code_run",
-        "fallback",
-        "model_response",
-        "model_stop",
-        "tool_call",
-        "tool_describe",
-        "tool_search",
-        "turn_start",
-        "turn_end",
-        "step_start",
-        "step_end",
-        "request_header",
-    }
-)
-"""The bookkeeping event types toolnexus itself writes. Any other non-surface type is allowed."""
 
 
 class Event(NamedTuple):

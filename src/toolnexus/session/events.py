@@ -1,0 +1,252 @@
+"""The session log's vocabulary: one builder per event type toolnexus writes, and the shape of
+each event's data for whoever reads it.
+
+Why a vocabulary (as h11 makes its events the protocol): the log has several writers (the
+in-process loop, the durable rebuild, the MCP gateway, the scheduler, Code Mode) and several
+readers (the run viewer, the CLI, resume). When each spelled the types and keys itself, they
+drifted; here a type is spelled once, by its builder, and `BOOKKEEPING_TYPES` is the set of
+types the builders write, so it cannot list a type nothing writes, nor miss one that is.
+
+A builder returns an `Entry`: the event's type and data, JSON-shaped by construction (its
+arguments are text, numbers and data the caller already holds as JSON), so a writer appends
+it as it is: ``session._append_json(*turn_start(1))``.
+"""
+
+# No ``from __future__ import annotations``: a TypedDict reads ``NotRequired`` from its real
+# annotations, so readers (and tests) see which keys an event may leave out.
+from collections.abc import Callable
+from typing import Any, NamedTuple, NotRequired, ParamSpec, TypedDict
+
+__all__ = [
+    "BOOKKEEPING_TYPES",
+    "SURFACE_TYPES",
+    "CallTimingData",
+    "CancelledData",
+    "Entry",
+    "FallbackData",
+    "ModelResponseData",
+    "ModelStopData",
+    "ToolCallData",
+    "TurnData",
+    "UserMessageData",
+    "code_run_cancelled",
+    "fallback",
+    "model_response",
+    "model_stop",
+    "tool_call_cancelled",
+    "turn_end",
+    "turn_start",
+    "user_message",
+]
+
+SURFACE_TYPES: dict[str, str] = {
+    "system_message": "system",
+    "user_message": "user",
+    "assistant_message": "assistant",
+    "tool_result": "tool",
+}
+"""Surface event types and the message role each projects to."""
+
+
+class Entry(NamedTuple):
+    """An event not yet appended: its type and its JSON-shaped data."""
+
+    type: str
+    data: dict[str, Any]
+
+
+_P = ParamSpec("_P")
+_BOOKKEEPING: set[str] = set()
+
+
+def _bookkeeping(kind: str) -> Callable[[Callable[_P, dict[str, Any]]], Callable[_P, Entry]]:
+    """Register ``kind`` as a bookkeeping type written by the decorated builder of its data."""
+
+    def register(build: Callable[_P, dict[str, Any]]) -> Callable[_P, Entry]:
+        _BOOKKEEPING.add(kind)
+
+        def builder(*args: _P.args, **kwargs: _P.kwargs) -> Entry:
+            return Entry(kind, build(*args, **kwargs))
+
+        builder.__name__, builder.__qualname__ = build.__name__, build.__qualname__
+        builder.__doc__ = build.__doc__
+        return builder
+
+    return register
+
+
+def _declared(*kinds: str) -> None:
+    """Register types whose data their writer still assembles itself (see each writer)."""
+    _BOOKKEEPING.update(kinds)
+
+
+# --- the data of each event, for readers ---------------------------------------------------
+
+
+class UserMessageData(TypedDict):
+    """A ``user_message``: the prompt as sent, or the request to answer through the output
+    tool."""
+
+    content: str
+
+
+class TurnData(TypedDict):
+    """A ``turn_start`` or ``turn_end``; a turn that failed ends with its ``error``."""
+
+    turn: int
+    error: NotRequired[str]
+
+
+class ModelResponseData(TypedDict):
+    """A ``model_response``: one model request and its cost."""
+
+    turn: int
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    stop_reason: str | None
+
+
+class ModelStopData(TypedDict):
+    """A ``model_stop``: the provider ended the run (a refusal, a full context window)."""
+
+    turn: int
+    reason: str
+    details: Any
+    text: str
+
+
+class FallbackData(TypedDict):
+    """A ``fallback``: the model ``failed`` could not answer; ``next`` was asked instead."""
+
+    turn: int
+    failed: str
+    error: str
+    next: str
+
+
+class CancelledData(TypedDict):
+    """A ``code_run_cancelled`` or ``tool_call_cancelled``: the gateway's call ``id``."""
+
+    id: str
+
+
+class ToolCallData(TypedDict):
+    """A ``tool_call`` a lane audits as it starts (a Code Mode sub-call, a direct call)."""
+
+    id: str
+    name: str
+    arguments: Any
+    mode: NotRequired[str]
+    seq: NotRequired[int]
+    source: str
+    resources: NotRequired[Any]
+    waited_for: NotRequired[dict[str, Any]]
+
+
+class CallTimingData(TypedDict):
+    """A ``call_timing``: when a call entered its lane, started and finished."""
+
+    id: str
+    name: str
+    lane: int
+    seq: int
+    mode: str
+    admitted: float
+    started: float
+    finished: float
+    ok: bool
+    resources: NotRequired[Any]
+    waited_for: NotRequired[dict[str, Any]]
+    error: NotRequired[str]
+    program: NotRequired[str | None]
+
+
+# --- the builders --------------------------------------------------------------------------
+
+
+def user_message(content: str) -> Entry:
+    """A ``user_message`` surface event (``content``: text that can be saved as it is)."""
+    return Entry("user_message", {"content": content})
+
+
+@_bookkeeping("turn_start")
+def turn_start(turn: int) -> dict[str, Any]:
+    """A ``turn_start``: model turn ``turn`` (from 1) begins."""
+    return {"turn": turn}
+
+
+@_bookkeeping("turn_end")
+def turn_end(turn: int, error: str | None = None) -> dict[str, Any]:
+    """A ``turn_end``: model turn ``turn`` is over, failed with ``error`` if one is given."""
+    if error is None:
+        return {"turn": turn}
+    return {"turn": turn, "error": error}
+
+
+@_bookkeeping("model_response")
+def model_response(
+    turn: int,
+    model: str,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read_tokens: int | None,
+    cache_write_tokens: int | None,
+    stop_reason: str | None,
+) -> dict[str, Any]:
+    """A ``model_response``: one model request and its cost (``None``: not reported)."""
+    return {
+        "turn": turn,
+        "model": model,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": cache_read_tokens,
+        "cache_write_tokens": cache_write_tokens,
+        "stop_reason": stop_reason,
+    }
+
+
+@_bookkeeping("model_stop")
+def model_stop(turn: int, reason: str, details: Any, text: str) -> dict[str, Any]:
+    """A ``model_stop``: the provider ended the run (``details``: its JSON-shaped reasons)."""
+    return {"turn": turn, "reason": reason, "details": details, "text": text}
+
+
+@_bookkeeping("fallback")
+def fallback(turn: int, failed: str, error: str, next: str) -> dict[str, Any]:
+    """A ``fallback``: ``failed`` could not answer turn ``turn``; ``next`` is asked instead."""
+    return {"turn": turn, "failed": failed, "error": error, "next": next}
+
+
+@_bookkeeping("code_run_cancelled")
+def code_run_cancelled(call_id: str) -> dict[str, Any]:
+    """A ``code_run_cancelled``: the gateway's program ``call_id`` was cancelled."""
+    return {"id": call_id}
+
+
+@_bookkeeping("tool_call_cancelled")
+def tool_call_cancelled(call_id: str) -> dict[str, Any]:
+    """A ``tool_call_cancelled``: the gateway's direct call ``call_id`` was cancelled."""
+    return {"id": call_id}
+
+
+_declared(
+    "approval",
+    "approval_answer",
+    "call_outside_transcript",
+    "call_refused",
+    "call_resources",
+    "call_timing",
+    "code_run",
+    "mcp_progress",
+    "task_result",
+    "tool_call",
+    "tool_describe",
+    "tool_search",
+)
+
+BOOKKEEPING_TYPES = frozenset(_BOOKKEEPING)
+"""The bookkeeping event types toolnexus itself writes (derived from the vocabulary's
+builders). Any other non-surface type is allowed."""

@@ -1,0 +1,112 @@
+"""The session log's vocabulary: each builder's event, and the set of bookkeeping types."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from toolnexus.session import BOOKKEEPING_TYPES, SURFACE_TYPES, Session
+from toolnexus.session import events as _events
+from toolnexus.session.events import (
+    CancelledData,
+    Entry,
+    FallbackData,
+    ModelResponseData,
+    ModelStopData,
+    TurnData,
+    UserMessageData,
+    code_run_cancelled,
+    fallback,
+    model_response,
+    model_stop,
+    tool_call_cancelled,
+    turn_end,
+    turn_start,
+    user_message,
+)
+
+SRC = Path(__file__).parent.parent / "src" / "toolnexus"
+
+BUILT: list[tuple[Entry, type[Any]]] = [
+    (user_message("hi"), UserMessageData),
+    (turn_start(1), TurnData),
+    (turn_end(1), TurnData),
+    (turn_end(2, "the model at x failed"), TurnData),
+    (model_response(1, "m", 3, 4, None, 0, "end_turn"), ModelResponseData),
+    (model_stop(1, "refusal", {"why": ["policy"]}, "no"), ModelStopData),
+    (fallback(1, failed="a at u", error="down", next="b at v"), FallbackData),
+    (code_run_cancelled("c1"), CancelledData),
+    (tool_call_cancelled("c2"), CancelledData),
+]
+
+
+def test_each_builder_writes_todays_dict_exactly() -> None:
+    # compared as JSON text: the keys in the order the log has always written them
+    assert [json.dumps(tuple(entry)) for entry, _ in BUILT] == [json.dumps(e) for e in [
+        ("user_message", {"content": "hi"}),
+        ("turn_start", {"turn": 1}),
+        ("turn_end", {"turn": 1}),
+        ("turn_end", {"turn": 2, "error": "the model at x failed"}),
+        ("model_response", {"turn": 1, "model": "m", "input_tokens": 3, "output_tokens": 4,
+                            "cache_read_tokens": None, "cache_write_tokens": 0,
+                            "stop_reason": "end_turn"}),
+        ("model_stop", {"turn": 1, "reason": "refusal", "details": {"why": ["policy"]},
+                        "text": "no"}),
+        ("fallback", {"turn": 1, "failed": "a at u", "error": "down", "next": "b at v"}),
+        ("code_run_cancelled", {"id": "c1"}),
+        ("tool_call_cancelled", {"id": "c2"}),
+    ]]  # fmt: skip
+
+
+def test_builders_data_is_json_shaped_and_round_trips(tmp_path: Path) -> None:
+    session = Session()
+    for entry, _ in BUILT:
+        session.append(*entry)  # append checks the data is JSON-shaped
+    path = tmp_path / "vocabulary.jsonl"
+    session.save(path)
+    loaded = Session.load(path)
+    assert [(e.type, e.data) for e in loaded.events] == [tuple(entry) for entry, _ in BUILT]
+    assert [e.json_line() for e in loaded.events] == [e.json_line() for e in session.events]
+
+
+def test_readers_typed_dicts_name_the_builders_keys() -> None:
+    for entry, shape in BUILT:
+        hints = get_type_hints(shape)
+        required = shape.__required_keys__
+        assert required <= entry.data.keys() <= hints.keys(), entry.type
+
+
+def test_bookkeeping_types_are_what_the_vocabulary_registers() -> None:
+    assert frozenset(_events._BOOKKEEPING) == BOOKKEEPING_TYPES
+    assert not BOOKKEEPING_TYPES & SURFACE_TYPES.keys()
+    built = {entry.type for entry, _ in BUILT} - SURFACE_TYPES.keys()
+    assert built <= BOOKKEEPING_TYPES
+    # the drift issue 34 names: listed but never written, written but never listed
+    assert not {"step_start", "step_end", "request_header"} & BOOKKEEPING_TYPES
+    assert {"code_run_cancelled", "tool_call_cancelled"} <= BOOKKEEPING_TYPES
+
+
+def _literal_types_logged_in_src() -> set[str]:
+    """Every event type a module under src/ still logs as a string literal."""
+    found: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("log_event", "_append_json", "append")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and node.args[0].value.islower()
+                and "_" in node.args[0].value
+            ):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_every_bookkeeping_type_written_in_src_is_in_the_vocabulary() -> None:
+    written = _literal_types_logged_in_src() - SURFACE_TYPES.keys()
+    assert written <= BOOKKEEPING_TYPES, written - BOOKKEEPING_TYPES
