@@ -110,3 +110,20 @@ def _literal_types_logged_in_src() -> set[str]:
 def test_every_bookkeeping_type_written_in_src_is_in_the_vocabulary() -> None:
     written = _literal_types_logged_in_src() - SURFACE_TYPES.keys()
     assert written <= BOOKKEEPING_TYPES, written - BOOKKEEPING_TYPES
+
+
+def test_a_provider_message_fits_its_event_in_a_saved_line() -> None:
+    from toolnexus.session import MAX_DEPTH
+
+    assert _events.PROVIDER_DEPTH == MAX_DEPTH - 2
+
+
+def test_the_lanes_events_are_built_by_their_typed_dicts() -> None:
+    # the per-call events: plain dicts, their keys those of the vocabulary's TypedDicts
+    data = _events.CallTimingData(
+        id="c", name="t", lane=1, seq=1, mode="safe", admitted=0.0, started=1.0,
+        finished=2.0, ok=True,
+    )  # fmt: skip
+    assert type(data) is dict and list(data) == list(_events.CallTimingData.__annotations__)[:9]
+    assert {_events.TOOL_CALL, _events.CALL_TIMING, _events.CALL_RESOURCES} <= BOOKKEEPING_TYPES
+    assert _events.TOOL_RESULT in SURFACE_TYPES

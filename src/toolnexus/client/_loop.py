@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -69,7 +68,7 @@ from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
 from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
-from toolnexus.session import MAX_DEPTH, Session, events
+from toolnexus.session import Session, events
 from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
 from toolnexus.tools._calls import dispatch_call
 from toolnexus.tools._outcome import (
@@ -82,7 +81,6 @@ __all__ = [
     "LoopConfig",
     "Meter",
     "agent_loop",
-    "assistant_message",
     "call_without_an_id",
     "check_tool_choice",
     "count_retries",
@@ -91,10 +89,6 @@ __all__ = [
     "turn_tool_choice",
 ]
 
-PROVIDER_DEPTH = MAX_DEPTH - 2
-"""How deep a provider's own message may nest to be saved with its ``assistant_message``: the
-event's data is one level, ``provider`` another, and a saved line holds `MAX_DEPTH` levels of
-data."""
 CANCELLED = "the run was cancelled before this call finished"
 DROPPED = (
     "its turn was dropped before the call finished ({why}): the call was stopped, and the "
@@ -333,10 +327,11 @@ class _Run:
             calls.append(entry)
         # built here from decoded JSON and text: JSON-shaped already, so not copied again
         recorded = reply.recorded if answering.keeps_state else None
-        data = assistant_message(reply.text, calls, recorded, answering.family)
-        if "provider" in data:  # whose state it is: a later run sends it to that endpoint only
-            data["provider"]["endpoint"] = answering.endpoint
-        self.session._append_json("assistant_message", data)
+        # the endpoint is whose state it is: a later run sends it to that endpoint only
+        said = events.assistant_message(
+            reply.text, calls, recorded, answering.family, answering.endpoint
+        )
+        self.session._append_json(*said)
 
     def provider_stopped(self, reply: AssistantTurn) -> None:
         """The provider ended the run (a refusal, or a conversation past the context window):
@@ -365,17 +360,17 @@ class _Run:
                 outcome = Outcome.failure(call.name, DROPPED.format(why=why), "dropped")
             record = self.record(call, outcome)
             records.append(record)
-            data = {
-                "turn": turn,
-                "tool_call_id": call.id,
-                "name": call.name,
-                "arguments": record.arguments,
-                "content": record.output,
-                "is_error": record.is_error,
-                "why": why,
-            }
+            data = events.CallOutsideTranscriptData(
+                turn=turn,
+                tool_call_id=call.id,
+                name=call.name,
+                arguments=record.arguments,
+                content=record.output,
+                is_error=record.is_error,
+                why=why,
+            )
             # built from a snapshot and text: JSON-shaped, with any lone surrogate mended
-            self.session._append_json("call_outside_transcript", encodable_data(data))
+            self.session._append_json(events.CALL_OUTSIDE_TRANSCRIPT, encodable_data(data))
         return records
 
     def results(self, calls: list[ToolCall], outcomes: list[Outcome]) -> None:
@@ -402,30 +397,6 @@ def model_response(turn: int, model: str, usage: Usage, stop_reason: str | None)
         usage.cache_write_tokens,
         stop_reason,
     )
-
-
-def assistant_message(
-    text: str,
-    calls: list[dict[str, Any]],
-    recorded: dict[str, Any] | None,
-    family: str,
-) -> dict[str, Any]:
-    """The data of a session's ``assistant_message`` event: the neutral text and calls, and
-    the provider's own message as it goes back on the wire (a copy of its own), when there is
-    one and it can be saved.
-
-    The provider's message is kept whenever a saved log can hold it: its text as it was sent
-    (a lone surrogate, half of an emoji a stream split in two, becomes what the request carried:
-    the emoji again, or U+FFFD), nested as deep as the event's place in a saved line allows
-    (`PROVIDER_DEPTH`, not the limit for tool arguments). Dropping it would drop signed
-    thinking with it, and the next request carrying the conversation on would be refused.
-    """
-    data: dict[str, Any] = {"content": text, "tool_calls": calls}
-    if recorded is not None:
-        sent = encodable_data(recorded)  # what every request carries (Style.sendable)
-        if json_problem(sent, max_depth=PROVIDER_DEPTH) is None:
-            data["provider"] = {"style": family, "message": json.loads(json.dumps(sent))}
-    return data
 
 
 def check_tool_choice(choice: str | None, offered: Sequence[Tool]) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolnexus._checks import positive_number
@@ -35,7 +35,7 @@ from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import AuditNaming, Outcome, Scheduler, snapshot
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 from toolnexus.tools import Guards, Tool, ToolResult, guards_from
 from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
 from toolnexus.tools._hooks import ToolHooks
@@ -214,20 +214,22 @@ def _host_caller(index: ToolIndex, session: Session | None, call_id: str | None)
             if function == SEARCH_TOOLS:
                 query, limit = fields.get("query"), fields.get("limit", 5)
                 value: Any = index.search(query, limit)  # type: ignore[arg-type]
-                event = {"id": call_id, "query": query, "limit": limit,
-                         "found": [hit["name"] for hit in value]}  # fmt: skip
-                kind = "tool_search"
+                found = [hit["name"] for hit in value]
+                event: Mapping[str, Any] = events.ToolSearchData(
+                    id=call_id, query=query, limit=limit, found=found
+                )
+                kind = events.TOOL_SEARCH
             elif function == DESCRIBE_TOOL:
                 name = fields.get("name")
                 value = index.describe(name)  # type: ignore[arg-type]
-                event, kind = {"id": call_id, "name": name}, "tool_describe"
+                event, kind = events.ToolDescribeData(id=call_id, name=name), events.TOOL_DESCRIBE
             else:
                 return Outcome.failure(function, f"no host function named {function!r}")
         except (ValueError, LookupError) as exc:
             if session is not None:
-                failed = {"id": call_id, "function": function, "error": str(exc)}
-                session.log_event("tool_search" if function == SEARCH_TOOLS else "tool_describe",
-                                  encodable_data({**failed, **fields}))  # fmt: skip
+                failed = {"id": call_id, "function": function, "error": str(exc), **fields}
+                kind = events.TOOL_SEARCH if function == SEARCH_TOOLS else events.TOOL_DESCRIBE
+                session.log_event(kind, encodable_data(failed))
             return Outcome.failure(function, str(exc))
         if session is not None:
             session.log_event(kind, encodable_data(event))
@@ -377,8 +379,8 @@ async def _execute(
         call_id=call_id,
     )
     if session is not None and description is not None:
-        event = {"id": call_id, "language": chosen.language, "description": description}
-        session.log_event("code_run", encodable_data(event))  # the model's text, mended
+        event = events.CodeRunData(id=call_id, language=chosen.language, description=description)
+        session.log_event(events.CODE_RUN, encodable_data(event))  # the model's text, mended
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(

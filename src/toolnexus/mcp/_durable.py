@@ -42,6 +42,7 @@ from temporalio.service import RPCError
 from toolnexus.codemode import RUN_CODE_NAME
 from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._tasks import TaskState
+from toolnexus.session import events
 from toolnexus.temporal import PROGRAM_WORKFLOW, start_program, worker
 from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._calls import needs_approval
@@ -106,16 +107,14 @@ class DurableTasks:
             memo={MEMO: {"owner": credential, "ttl_ms": ttl_ms, "created": now, "id": call_id}},
         )
         description = arguments.get("description")
-        self.gateway.session.log_event(
-            "code_run",
-            {
-                "id": call_id,
-                "language": self.gateway.runtime.language,
-                "description": description if isinstance(description, str) else "a program",
-                "task": wid,
-                "durable": True,
-            },
+        started = events.CodeRunData(
+            id=call_id,
+            language=self.gateway.runtime.language,
+            description=description if isinstance(description, str) else "a program",
+            task=wid,
+            durable=True,
         )
+        self.gateway.session.log_event(events.CODE_RUN, started)
         self.gateway.flush_audit()
         self._owners[task_id] = owner
         state = TaskState(task_id, "working", now, now, ttl_ms, "started")
@@ -243,9 +242,10 @@ class DurableTasks:
         except Exception:
             logger.debug("could not read how durable task %s ended", wid, exc_info=True)
             return
-        self.audit_end(wid, {"id": call_id, "task": wid, "status": status, "is_error": is_error})
+        ended = events.TaskResultData(id=call_id, task=wid, status=status, is_error=is_error)
+        self.audit_end(wid, ended)
 
-    def audit_end(self, wid: str, data: dict[str, Any]) -> None:
+    def audit_end(self, wid: str, data: events.TaskResultData) -> None:
         """Write a durable task's ``task_result`` event, unless a gateway wrote it already."""
         audit_log = self.gateway.audit_log
         if audit_log is None:
@@ -259,7 +259,7 @@ class DurableTasks:
         except OSError as exc:
             logger.error("could not mark durable task %s as audited: %s", wid, exc)
             return
-        self.gateway.session.log_event("task_result", data)
+        self.gateway.session.log_event(events.TASK_RESULT, data)
         self.gateway.flush_audit()
 
     async def scan(self) -> None:

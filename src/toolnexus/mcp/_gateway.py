@@ -460,10 +460,10 @@ class Gateway:
         (`direct_dispatch`: the policy's ``approval_required`` and ``strict`` mode, the
         ``approval`` option, elicitation), and in the audit log as it starts and ends."""
         call_id = self._audit_id()
-        self.session.log_event(
-            "tool_call",
-            {"id": call_id, "name": tool.name, "arguments": arguments, "source": "mcp_direct"},
+        started = events.ToolCallData(
+            id=call_id, name=tool.name, arguments=arguments, source="mcp_direct"
         )
+        self.session.log_event(events.TOOL_CALL, started)
         self.flush_audit()
         run_ctx: RunContext[Any] = RunContext(
             policy=self.policy,
@@ -487,15 +487,10 @@ class Gateway:
             raise
         finally:
             self.relay.leave(scope, tool.name)
-        self.session.append(
-            "tool_result",
-            {
-                "tool_call_id": call_id,
-                "name": tool.name,
-                "content": outcome.text,
-                "is_error": not outcome.ok,
-            },
+        result = events.ToolResultData(
+            tool_call_id=call_id, name=tool.name, content=outcome.text, is_error=not outcome.ok
         )
+        self.session.append(events.TOOL_RESULT, result)
         self.flush_audit()
         raw = (outcome.metadata or {}).get(RAW_RESULT)
         if isinstance(raw, types.CallToolResult):
@@ -510,9 +505,8 @@ class Gateway:
 
         async def approve(name: str, args: dict[str, Any]) -> bool:
             outcome = await ask_approval(scope, who, name, args)
-            self.session.log_event(
-                "approval_answer", {"id": call_id, "tool": name, "outcome": outcome}
-            )
+            answer = events.ApprovalAnswerData(id=call_id, tool=name, outcome=outcome)
+            self.session.log_event(events.APPROVAL_ANSWER, answer)
             self.flush_audit()
             return outcome == "approved"
 

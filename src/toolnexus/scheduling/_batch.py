@@ -12,7 +12,7 @@ from toolnexus._snapshot import snapshot
 from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._scheduler import Scheduler, Ticket
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 from toolnexus.tools import Tool, Toolkit
 from toolnexus.tools._calls import refuse_caller, start_prechecked
 from toolnexus.tools._outcome import Outcome, retry_outcome
@@ -180,16 +180,13 @@ def record_tool_result(
 
     The data is built here from strings and a bool, so the log's check-and-copy is skipped.
     """
-    session._append_json(
-        "tool_result",
-        {
-            "tool_call_id": call.id,
-            "name": call.name,
-            "content": outcome.text,
-            "is_error": outcome.error is not None,
-        },
-        at,
+    data = events.ToolResultData(
+        tool_call_id=call.id,
+        name=call.name,
+        content=outcome.text,
+        is_error=outcome.error is not None,
     )
+    session._append_json(events.TOOL_RESULT, data, at)
 
 
 async def run_batch(

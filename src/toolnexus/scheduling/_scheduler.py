@@ -40,7 +40,7 @@ from toolnexus._tracing import end_tool_span, tool_span, tool_spans_needed
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
-from toolnexus.session import Event, Session
+from toolnexus.session import Event, Session, events
 from toolnexus.tools import Tool
 from toolnexus.tools._outcome import (
     HostReason,
@@ -761,32 +761,38 @@ class Scheduler:
             self._settle(call, failed, take=False)
 
     def _log_start(self, call: _Call) -> None:
-        data = {
-            "id": f"{self._event_prefix}{call.seq}",
-            "name": call.tool.name,
-            "arguments": call.logged_args,
-            "mode": call.mode,
-            "seq": call.seq,
-            "source": self._naming.source,
+        data = events.ToolCallData(
+            id=f"{self._event_prefix}{call.seq}",
+            name=call.tool.name,
+            arguments=call.logged_args,
+            mode=call.mode,
+            seq=call.seq,
+            source=self._naming.source,
             **self._scheduling_facts(call),
-        }
+        )
         # The data is built from this lane's own snapshot, so it is JSON-shaped by construction.
-        self._events.append(self._session._append_json("tool_call", data))
+        self._events.append(self._session._append_json(events.TOOL_CALL, data))
 
     def _log_resources(self, call: _Call) -> None:
         """A native call's declared resources (its ``tool_call`` is the model's own message)."""
-        data = {"id": call.model_call_id, "name": call.tool.name, **self._scheduling_facts(call)}
-        self._events.append(self._session._append_json("call_resources", data))
+        data = events.CallResourcesData(
+            id=call.model_call_id, name=call.tool.name, **self._scheduling_facts(call)
+        )
+        self._events.append(self._session._append_json(events.CALL_RESOURCES, data))
 
-    def _scheduling_facts(self, call: _Call) -> dict[str, Any]:
+    def _scheduling_facts(self, call: _Call) -> events.SchedulingFacts:
         """What a call declared it touches, and which call and resource it waited for."""
-        facts: dict[str, Any] = {}
+        facts = events.SchedulingFacts()
+        self._add_facts(call, facts)
+        return facts
+
+    def _add_facts(self, call: _Call, facts: events.SchedulingFacts) -> None:
+        """Add `_scheduling_facts` to an event's data."""
         if call.resources is not None:
             facts["resources"] = call.resources.to_json()
         if call.waited is not None:
             waited = call.waited
             facts["waited_for"] = {"seq": waited.call, "resource": waited.resource}
-        return facts
 
     def _log_timing(self, call: _Call, outcome: Outcome) -> None:
         """The ``call_timing`` event of a call as it commits (or is abandoned by ``stop``).
@@ -794,26 +800,26 @@ class Scheduler:
         ``id`` is the call's event id (a sub-call's ``tool_call`` id, a native call's model id);
         ``lane`` and ``seq`` place it in its lane, where ``waited_for.seq`` names another call.
         """
-        data: dict[str, Any] = {
-            "id": call.model_call_id
+        data = events.CallTimingData(
+            id=call.model_call_id
             if self._call_id is None and call.model_call_id is not None
             else f"{self._event_prefix}{call.seq}",
-            "name": call.tool.name,
-            "lane": self._lane,
-            "seq": call.seq,
-            "mode": call.mode,
-            "admitted": call.admitted,
-            "started": call.started or call.finished,
-            "finished": call.finished,
-            "ok": outcome.error is None,
-        }
+            name=call.tool.name,
+            lane=self._lane,
+            seq=call.seq,
+            mode=call.mode,
+            admitted=call.admitted,
+            started=call.started or call.finished,
+            finished=call.finished,
+            ok=outcome.error is None,
+        )
         if call.resources is not None or call.waited is not None:
-            data.update(self._scheduling_facts(call))
+            self._add_facts(call, data)
         if outcome.error is not None:
             data["error"] = outcome.error.get("message", "")
         if self._audit:  # a Code Mode lane: its program's call id
             data["program"] = self._call_id
-        self._events.append(self._session._append_json("call_timing", data))
+        self._events.append(self._session._append_json(events.CALL_TIMING, data))
 
     def _deliver(self, call: _Call, outcome: Outcome) -> None:
         if not call.future.done():

@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from toolnexus._json import MAX_NESTING, encodable_data, json_problem
@@ -75,7 +76,7 @@ class Session:
     def __init__(self) -> None:
         self._events: list[Event] = []
 
-    def append(self, type: str, data: dict[str, Any]) -> Event:
+    def append(self, type: str, data: Mapping[str, Any]) -> Event:
         """Append an event of any type.
 
         ``data`` must be a JSON-shaped dict; it is copied, so later changes to it do not reach
@@ -110,7 +111,7 @@ class Session:
             raise SessionError(f"event {type!r} refused: {problem}")
         return self._append_json(type, copy)
 
-    def _append_json(self, type: str, data: dict[str, Any], at: float | None = None) -> Event:
+    def _append_json(self, type: str, data: Mapping[str, Any], at: float | None = None) -> Event:
         """Append data that is already a private JSON-shaped copy (the scheduler's snapshots).
 
         Skips the check-and-copy of `append`, which would otherwise be the largest
@@ -123,7 +124,7 @@ class Session:
         self._events.append(event)
         return event
 
-    def log_event(self, type: str, data: dict[str, Any]) -> Event:
+    def log_event(self, type: str, data: Mapping[str, Any]) -> Event:
         """Append a bookkeeping event (one that never becomes a message).
 
         Raises:

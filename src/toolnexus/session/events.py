@@ -14,11 +14,15 @@ it as it is: ``session._append_json(*turn_start(1))``.
 
 # No ``from __future__ import annotations``: a TypedDict reads ``NotRequired`` from its real
 # annotations, so readers (and tests) see which keys an event may leave out.
+import json
 from collections.abc import Callable
 from typing import Any, NamedTuple, NotRequired, ParamSpec, TypedDict
 
+from toolnexus._json import MAX_NESTING, encodable_data, json_problem
+
 __all__ = [
     "BOOKKEEPING_TYPES",
+    "PROVIDER_DEPTH",
     "SURFACE_TYPES",
     "CallTimingData",
     "CancelledData",
@@ -29,6 +33,7 @@ __all__ = [
     "ToolCallData",
     "TurnData",
     "UserMessageData",
+    "assistant_message",
     "code_run_cancelled",
     "fallback",
     "model_response",
@@ -75,9 +80,10 @@ def _bookkeeping(kind: str) -> Callable[[Callable[_P, dict[str, Any]]], Callable
     return register
 
 
-def _declared(*kinds: str) -> None:
-    """Register types whose data their writer still assembles itself (see each writer)."""
-    _BOOKKEEPING.update(kinds)
+def _kind(kind: str) -> str:
+    """Register ``kind`` as a bookkeeping type whose data is built by its TypedDict (below)."""
+    _BOOKKEEPING.add(kind)
+    return kind
 
 
 # --- the data of each event, for readers ---------------------------------------------------
@@ -131,6 +137,13 @@ class CancelledData(TypedDict):
     """A ``code_run_cancelled`` or ``tool_call_cancelled``: the gateway's call ``id``."""
 
     id: str
+
+
+class SchedulingFacts(TypedDict, total=False):
+    """What a call declared it touches, and which call and resource it waited for."""
+
+    resources: Any
+    waited_for: dict[str, Any]
 
 
 class ToolCallData(TypedDict):
@@ -232,20 +245,168 @@ def tool_call_cancelled(call_id: str) -> dict[str, Any]:
     return {"id": call_id}
 
 
-_declared(
-    "approval",
-    "approval_answer",
-    "call_outside_transcript",
-    "call_refused",
-    "call_resources",
-    "call_timing",
-    "code_run",
-    "mcp_progress",
-    "task_result",
-    "tool_call",
-    "tool_describe",
-    "tool_search",
-)
+PROVIDER_DEPTH = 2 * MAX_NESTING - 2  # MAX_DEPTH - 2 (the log imports this module)
+"""How deep a provider's own message may nest to be saved with its ``assistant_message``: the
+event's data is one level, ``provider`` another, and a saved line holds `MAX_DEPTH` levels of
+data."""
+
+
+def assistant_message(
+    text: str,
+    calls: list[dict[str, Any]],
+    recorded: dict[str, Any] | None,
+    family: str,
+    endpoint: str | None = None,
+) -> Entry:
+    """An ``assistant_message`` surface event: the neutral text and calls, and the provider's
+    own message as it goes back on the wire (a copy of its own), when there is one and it can
+    be saved, with the ``endpoint`` whose state it is.
+
+    The provider's message is kept whenever a saved log can hold it: its text as it was sent
+    (a lone surrogate, half of an emoji a stream split in two, becomes what the request carried:
+    the emoji again, or U+FFFD), nested as deep as the event's place in a saved line allows
+    (`PROVIDER_DEPTH`, not the limit for tool arguments). Dropping it would drop signed
+    thinking with it, and the next request carrying the conversation on would be refused.
+    """
+    data: dict[str, Any] = {"content": text, "tool_calls": calls}
+    if recorded is not None:
+        sent = encodable_data(recorded)  # what every request carries (Style.sendable)
+        if json_problem(sent, max_depth=PROVIDER_DEPTH) is None:
+            data["provider"] = {"style": family, "message": json.loads(json.dumps(sent))}
+            if endpoint is not None:
+                data["provider"]["endpoint"] = endpoint
+    return Entry("assistant_message", data)
+
+
+# --- events built by their TypedDict --------------------------------------------------------
+#
+# Where an event's data is only its fields, its TypedDict is its builder: a writer makes the
+# data with ``ToolCallData(id=..., ...)`` (a plain dict, checked key by key by the type
+# checker) and appends it under the type's constant. Most of these are written once per tool
+# call, where a function call per event would show in the per-call budget.
+
+TOOL_RESULT = "tool_result"
+TOOL_CALL = _kind("tool_call")
+CALL_RESOURCES = _kind("call_resources")
+CALL_TIMING = _kind("call_timing")
+CALL_REFUSED = _kind("call_refused")
+CALL_OUTSIDE_TRANSCRIPT = _kind("call_outside_transcript")
+APPROVAL = _kind("approval")
+APPROVAL_ANSWER = _kind("approval_answer")
+CODE_RUN = _kind("code_run")
+TOOL_SEARCH = _kind("tool_search")
+TOOL_DESCRIBE = _kind("tool_describe")
+MCP_PROGRESS = _kind("mcp_progress")
+TASK_RESULT = _kind("task_result")
+
+
+class ToolResultData(TypedDict):
+    """A ``tool_result`` surface event: what the model is handed back for call
+    ``tool_call_id``."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+
+class CallResourcesData(TypedDict):
+    """A ``call_resources``: what a native call declared it touches, and what it waited for."""
+
+    id: str | None
+    name: str
+    resources: NotRequired[Any]
+    waited_for: NotRequired[dict[str, Any]]
+
+
+class CallRefusedData(TypedDict):
+    """A ``call_refused``: the model's call of ``name`` came from a caller the tool does not
+    list."""
+
+    id: str | None
+    name: str
+    caller: str
+    program: str | None
+    message: str
+
+
+class CallOutsideTranscriptData(TypedDict):
+    """A ``call_outside_transcript``: a call of a turn that never entered the transcript."""
+
+    turn: int
+    tool_call_id: str
+    name: str
+    arguments: Any
+    content: str
+    is_error: bool
+    why: str
+
+
+class ApprovalData(TypedDict):
+    """An ``approval``: the approval handler was asked about a call of ``tool``."""
+
+    tool: str
+    approved: bool
+    asked: float
+    answered: float
+
+
+class ApprovalAnswerData(TypedDict):
+    """An ``approval_answer``: how the gateway's client answered for call ``id``."""
+
+    id: str
+    tool: str
+    outcome: str
+
+
+class CodeRunData(TypedDict):
+    """A ``code_run``: a program starts (a durable one names its ``task``)."""
+
+    id: str | None
+    language: str
+    description: str
+    task: NotRequired[str]
+    durable: NotRequired[bool]
+
+
+class ToolSearchData(TypedDict):
+    """A ``tool_search`` a program made, and the names it found (or its ``error``)."""
+
+    id: str | None
+    query: NotRequired[Any]
+    limit: NotRequired[Any]
+    found: NotRequired[list[str]]
+    function: NotRequired[str]
+    error: NotRequired[str]
+
+
+class ToolDescribeData(TypedDict):
+    """A ``tool_describe`` a program made (or its ``error``)."""
+
+    id: str | None
+    name: NotRequired[Any]
+    function: NotRequired[str]
+    error: NotRequired[str]
+
+
+class McpProgressData(TypedDict):
+    """An ``mcp_progress``: an MCP server reported progress on a call of ``tool``."""
+
+    server: str
+    tool: str
+    progress: float
+    total: float | None
+    message: str | None
+
+
+class TaskResultData(TypedDict):
+    """A ``task_result``: how the gateway's durable task ``task`` ended."""
+
+    id: Any
+    task: str
+    status: str
+    is_error: bool
+
 
 BOOKKEEPING_TYPES = frozenset(_BOOKKEEPING)
 """The bookkeeping event types toolnexus itself writes (derived from the vocabulary's

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from toolnexus._checks import positive_int, positive_number
 from toolnexus._json import encodable_text
 from toolnexus.client import RunResult, ToolCallRecord, Usage
-from toolnexus.client._loop import assistant_message, model_response, provider_stop
+from toolnexus.client._loop import model_response, provider_stop
 from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output, requested_output
 from toolnexus.codemode import Execution, execution_from
 from toolnexus.errors import (
@@ -564,10 +564,10 @@ def _run_result(
             | ({"caller": dict(c.caller)} if c.caller is not None else {})
             for c in calls
         ]
-        event = assistant_message(text, transcript_calls, reply.get("recorded"), reply["family"])
-        if "provider" in event and reply.get("endpoint") is not None:  # as in process
-            event["provider"]["endpoint"] = reply["endpoint"]
-        session._append_json("assistant_message", event, at=answered)
+        said = events.assistant_message(  # the endpoint whose state it is, as in process
+            text, transcript_calls, reply.get("recorded"), reply["family"], reply.get("endpoint")
+        )
+        session._append_json(*said, at=answered)
         waits = {wait[0]: wait for wait in turn.get("waits", [])}
         outcomes = [outcome_from_wire(wire) for wire in turn["outcomes"]]
         # as in process: the lane logs each call's timing as it commits, then the turn's

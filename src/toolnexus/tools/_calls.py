@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from toolnexus._tracing import note_caller
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 from toolnexus.tools._hooks import ToolHooks, maybe_await
 from toolnexus.tools._outcome import Outcome, outcome_from_exception, outcome_from_value
 from toolnexus.tools._policy import PermissionPolicy
@@ -166,16 +166,14 @@ def refuse_caller(
     if message is None:
         return None
     if session is not None:
-        session.log_event(
-            "call_refused",
-            {
-                "id": call_id,
-                "name": tool.name,
-                "caller": "direct" if program is None else "hosted",
-                "program": program,
-                "message": message,
-            },
+        refused = events.CallRefusedData(
+            id=call_id,
+            name=tool.name,
+            caller="direct" if program is None else "hosted",
+            program=program,
+            message=message,
         )
+        session.log_event(events.CALL_REFUSED, refused)
     return Outcome.failure(tool.name, message, "refused")
 
 
@@ -204,15 +202,10 @@ async def _approved(tool: Tool, args: dict[str, Any], ctx: RunContext[Any]) -> s
         logger.exception("approval handler raised for tool %r; refusing the call", tool.name)
         verdict, failed = None, True
     if ctx.session is not None:  # bookkeeping: who was asked, how long the answer took
-        ctx.session.log_event(
-            "approval",
-            {
-                "tool": tool.name,
-                "approved": verdict is True,
-                "asked": asked,
-                "answered": time.time(),
-            },
+        answer = events.ApprovalData(
+            tool=tool.name, approved=verdict is True, asked=asked, answered=time.time()
         )
+        ctx.session.log_event(events.APPROVAL, answer)
     if verdict is True:
         return None
     if failed:

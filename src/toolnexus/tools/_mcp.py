@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Any, TextIO
 
 from toolnexus.errors import ConfigurationError, MissingExtraError
+from toolnexus.session import events
 from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
@@ -711,16 +712,10 @@ class _Progress:
         )
         if self.log is not None:
             with contextlib.suppress(Exception):
-                self.log.log_event(
-                    "mcp_progress",
-                    {
-                        "server": server.name,
-                        "tool": tool,
-                        "progress": progress,
-                        "total": total,
-                        "message": message,
-                    },
+                reported = events.McpProgressData(
+                    server=server.name, tool=tool, progress=progress, total=total, message=message
                 )
+                self.log.log_event(events.MCP_PROGRESS, reported)
         if server.on_progress is not None:
             hook = server.on_progress(server.name, tool, progress, total, message)
             task = asyncio.get_running_loop().create_task(hook, context=self.caller)
