@@ -43,6 +43,7 @@ from toolnexus.codemode._execution import disclosure_from as disclosure_from
 from toolnexus.codemode._execution import execution_from as execution_from
 from toolnexus.codemode._modes import default_mode as default_mode
 from toolnexus.codemode._modes import resolve_mode as resolve_mode
+from toolnexus.codemode._run_code import CODE_MODE_NAMING as CODE_MODE_NAMING
 from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION as RUN_CODE_BASE_DESCRIPTION
 from toolnexus.codemode._run_code import program_output as program_output
 from toolnexus.tools._calls import direct_dispatch as direct_dispatch

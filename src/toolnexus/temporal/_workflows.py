@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         calls_deadline,
         output_accepted,
     )
+    from toolnexus.codemode import CODE_MODE_NAMING
     from toolnexus.scheduling import HostReason, SchedulingRule
     from toolnexus.temporal._activities import (
         CALL_TOOL,
@@ -606,7 +607,7 @@ class Program:
                 first = len(self.recorded) + 1
                 calls = [
                     {
-                        "id": f"{self.call_id}:code:{first + n}",
+                        "id": f"{CODE_MODE_NAMING.prefix(self.call_id)}{first + n}",
                         "name": c["name"],
                         "arguments": c["arguments"],
                     }
