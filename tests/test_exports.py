@@ -275,10 +275,13 @@ def test_the_layering_check_sees_lazy_imports(tmp_path: Path) -> None:
     ]
 
 
-PRIVATE_READS_ALLOWED = 47
+PRIVATE_READS_ALLOWED = 4
 """How many imports in one top-level package still read another package's private modules
 (57 when this was first counted). Lower it when you remove one; never raise it: a package
-offers what its neighbours need from its ``__init__``."""
+offers what its neighbours need from its ``__init__`` (the public names, and a block marked
+as its interface to the layers above). The four left: ``toolnexus.testing``, a public facade
+of the client's in-process models (3), and the gateway's proxy reading how the MCP client
+words a problem (1)."""
 
 
 def _private_reads(src: Path) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from toolnexus.client.styles import Style
 from toolnexus.client.styles._openai import FAILURE_MARK
-from toolnexus.scheduling._batch import parse_arguments
+from toolnexus.scheduling import parse_arguments
 
 __all__ = ["carried", "own_state_only", "shape_of"]
 

@@ -66,15 +66,24 @@ from toolnexus.codemode import (
 )
 from toolnexus.codemode.runtimes import CodeRuntime
 from toolnexus.errors import ConfigurationError, ProviderError, ProviderProtocolError
-from toolnexus.scheduling import Outcome, Scheduler, ToolCall, snapshot
-from toolnexus.scheduling._batch import record_tool_result, transcript_arguments
+from toolnexus.scheduling import (
+    Outcome,
+    Scheduler,
+    ToolCall,
+    record_tool_result,
+    snapshot,
+    transcript_arguments,
+)
 from toolnexus.session import Session, events
-from toolnexus.tools import Tool, ToolHooks, Toolkit, ToolResult
-from toolnexus.tools._calls import dispatch_call
-from toolnexus.tools._outcome import (
+from toolnexus.tools import (
+    Tool,
+    ToolHooks,
+    Toolkit,
+    ToolResult,
+    dispatch_call,
+    is_relay,
     outcome_from_value,
 )
-from toolnexus.tools._relay import is_relay
 from toolnexus.tools.tiers import tool_tiers
 
 __all__ = [

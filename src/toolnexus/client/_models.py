@@ -22,8 +22,7 @@ from typing import Any
 from toolnexus._json import dumps_plain, encodable_data
 from toolnexus.client.styles._base import AssistantTurn, OnCall, OnText, Usage, WireOptions
 from toolnexus.client.styles._openai import OpenAIStyle
-from toolnexus.codemode import RUN_CODE_NAME
-from toolnexus.codemode._sdk import sdk_tools
+from toolnexus.codemode import RUN_CODE_NAME, sdk_tools
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
 from toolnexus.tools import Tool

@@ -20,8 +20,7 @@ from typing import Any
 from toolnexus.client._models import FunctionModel
 from toolnexus.client._output import OUTPUT_TOOL
 from toolnexus.client._schema_sample import sample_arguments
-from toolnexus.codemode import RUN_CODE_NAME
-from toolnexus.codemode._schema_types import python_attribute, python_literal
+from toolnexus.codemode import RUN_CODE_NAME, python_attribute, python_literal
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import ToolCall
 

@@ -8,12 +8,14 @@ from typing import Any
 
 from toolnexus.client._turn_rule import CALLS_LATE, HOSTED_LATE
 from toolnexus.codemode import CodeMode, RunContext, collapse_message, collapsed, parse_mode
-from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, snapshot
-from toolnexus.scheduling._batch import caller_id, precheck
-from toolnexus.tools import Toolkit
-from toolnexus.tools._calls import Prechecked
-from toolnexus.tools._hooks import maybe_await
-from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
+from toolnexus.scheduling import Outcome, Scheduler, Ticket, ToolCall, caller_id, precheck, snapshot
+from toolnexus.tools import (
+    Prechecked,
+    Toolkit,
+    maybe_await,
+    outcome_from_exception,
+    outcome_from_value,
+)
 from toolnexus.tools.relay import is_relay
 
 __all__ = [

@@ -46,8 +46,11 @@ from toolnexus.codemode._modes import resolve_mode as resolve_mode
 from toolnexus.codemode._run_code import CODE_MODE_NAMING as CODE_MODE_NAMING
 from toolnexus.codemode._run_code import RUN_CODE_BASE_DESCRIPTION as RUN_CODE_BASE_DESCRIPTION
 from toolnexus.codemode._run_code import program_output as program_output
-from toolnexus.tools._calls import direct_dispatch as direct_dispatch
-from toolnexus.tools._policy import filter_tools as filter_tools
+from toolnexus.codemode._schema_types import python_attribute as python_attribute
+from toolnexus.codemode._schema_types import python_literal as python_literal
+from toolnexus.codemode._sdk import sdk_tools as sdk_tools
+from toolnexus.tools import direct_dispatch as direct_dispatch
+from toolnexus.tools import filter_tools as filter_tools
 
 __all__ = [
     "DEFAULT_SDK_THRESHOLD",

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolnexus.tools import Outcome, PermissionPolicy, Tool
-from toolnexus.tools._calls import direct_dispatch
+from toolnexus.tools import Outcome, PermissionPolicy, Tool, direct_dispatch
 
 __all__ = ["Binding", "bindings", "denied_message"]
 

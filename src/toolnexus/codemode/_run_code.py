@@ -36,10 +36,18 @@ from toolnexus.codemode._sdk import render_sdk
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import AuditNaming, Outcome, Scheduler, snapshot
 from toolnexus.session import Session, events
-from toolnexus.tools import Guards, Tool, ToolResult, guards_from
-from toolnexus.tools._calls import ApprovalHandler, RunContext, dispatch_call
-from toolnexus.tools._hooks import ToolHooks
-from toolnexus.tools._policy import PermissionPolicy, filter_tools
+from toolnexus.tools import (
+    ApprovalHandler,
+    Guards,
+    PermissionPolicy,
+    RunContext,
+    Tool,
+    ToolHooks,
+    ToolResult,
+    dispatch_call,
+    filter_tools,
+    guards_from,
+)
 
 if TYPE_CHECKING:
     from toolnexus.codemode.runtimes import CodeRuntime, RunReport

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from toolnexus._checks import refuse_unknown
 from toolnexus.codemode import PermissionPolicy
 from toolnexus.errors import ConfigurationError
-from toolnexus.tools._mcp_config import config_error, parse_config
+from toolnexus.tools.mcp import config_error, parse_config
 
 __all__ = ["BUDGET_KEYS", "DURABLE_KEYS", "OPTION_KEYS", "gateway_options", "load_config"]
 

@@ -44,8 +44,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._tasks import TaskState
 from toolnexus.session import events
 from toolnexus.temporal import PROGRAM_WORKFLOW, start_program, worker
-from toolnexus.tools import Tool, ToolResult
-from toolnexus.tools._calls import needs_approval
+from toolnexus.tools import Tool, ToolResult, needs_approval
 
 if TYPE_CHECKING:
     from toolnexus.mcp._gateway import Gateway

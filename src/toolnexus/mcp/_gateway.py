@@ -57,7 +57,7 @@ from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session, events
 from toolnexus.tools import Guards, Tool, ToolHooks, guards_from
-from toolnexus.tools._tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
+from toolnexus.tools.tiers import DEFAULT_THRESHOLD, SEARCH_SCHEMA, TOOL_SEARCH, search_tools
 
 __all__ = ["RESERVED_NAMES", "Gateway", "GatewayMode"]
 

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from toolnexus.errors import ConfigurationError
 from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._mcp import McpTools, _parse_problem, calls_as_task, list_all, task_support
-from toolnexus.tools._mcp_content import call_value
+from toolnexus.tools.mcp import call_value
 
 __all__ = ["PAGE_SIZE", "RAW_RESULT", "Upstreams"]
 

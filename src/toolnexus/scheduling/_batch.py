@@ -13,9 +13,7 @@ from toolnexus.errors import ConfigurationError, ToolArgumentsError
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._scheduler import Scheduler, Ticket
 from toolnexus.session import Session, events
-from toolnexus.tools import Tool, Toolkit
-from toolnexus.tools._calls import refuse_caller, start_prechecked
-from toolnexus.tools._outcome import Outcome, retry_outcome
+from toolnexus.tools import Outcome, Tool, Toolkit, refuse_caller, retry_outcome, start_prechecked
 
 __all__ = ["ToolCall", "caller_id", "precheck", "run_batch"]
 

@@ -41,15 +41,16 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling._in_context import InContext
 from toolnexus.scheduling._rule import Mode, SchedulingRule, Wait
 from toolnexus.session import Event, Session, events
-from toolnexus.tools import Tool
-from toolnexus.tools._outcome import (
+from toolnexus.tools import (
     HostReason,
     Outcome,
+    Resources,
+    Tool,
+    classify,
     outcome_from_exception,
     outcome_of,
+    resolves_paths,
 )
-from toolnexus.tools._resources import Resources, resolves_paths
-from toolnexus.tools._safety import classify
 
 __all__ = [
     "ABANDONED",

@@ -20,10 +20,15 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus.client import Client
-from toolnexus.client._loop import check_tool_choice, turn_tool_choice
-from toolnexus.client._output import ACCEPTED, OUTPUT_TOOL, output_tool
-from toolnexus.client._turn import RelayHandler
+from toolnexus.client import (
+    ACCEPTED,
+    OUTPUT_TOOL,
+    Client,
+    RelayHandler,
+    check_tool_choice,
+    output_tool,
+    turn_tool_choice,
+)
 from toolnexus.codemode import (
     RUN_CODE_NAME,
     default_runtime,
@@ -32,8 +37,7 @@ from toolnexus.codemode import (
 )
 from toolnexus.codemode.runtimes import CodeRuntime, RunReport
 from toolnexus.errors import ProviderError
-from toolnexus.scheduling import Outcome, Scheduler, ToolCall, run_batch, snapshot
-from toolnexus.scheduling._batch import precheck
+from toolnexus.scheduling import Outcome, Scheduler, ToolCall, precheck, run_batch, snapshot
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
     call_from_wire,
@@ -42,11 +46,18 @@ from toolnexus.temporal._wire import (
     outcome_to_wire,
     stored_size,
 )
-from toolnexus.tools import RunContext, Tool, Toolkit, classify
-from toolnexus.tools._calls import Prechecked, dispatch_call
-from toolnexus.tools._hooks import maybe_await
-from toolnexus.tools._outcome import outcome_from_exception, outcome_from_value
-from toolnexus.tools._policy import filter_tools
+from toolnexus.tools import (
+    Prechecked,
+    RunContext,
+    Tool,
+    Toolkit,
+    classify,
+    dispatch_call,
+    filter_tools,
+    maybe_await,
+    outcome_from_exception,
+    outcome_from_value,
+)
 from toolnexus.tools.relay import is_relay
 
 __all__ = [

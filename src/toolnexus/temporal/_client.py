@@ -15,9 +15,17 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 from toolnexus._checks import positive_int, positive_number
 from toolnexus._json import encodable_text
-from toolnexus.client import RunResult, ToolCallRecord, Usage
-from toolnexus.client._loop import model_response, provider_stop
-from toolnexus.client._output import ASK_FOR_OUTPUT, OUTPUT_TOOL, Output, requested_output
+from toolnexus.client import (
+    ASK_FOR_OUTPUT,
+    OUTPUT_TOOL,
+    Output,
+    RunResult,
+    ToolCallRecord,
+    Usage,
+    model_response,
+    provider_stop,
+    requested_output,
+)
 from toolnexus.codemode import Execution, execution_from
 from toolnexus.errors import (
     ConfigurationError,
@@ -29,8 +37,14 @@ from toolnexus.errors import (
     ProviderTimeout,
     ProviderUnreachable,
 )
-from toolnexus.scheduling import Outcome, ToolCall, max_tool_concurrency
-from toolnexus.scheduling._batch import check_calls, record_tool_result, transcript_arguments
+from toolnexus.scheduling import (
+    Outcome,
+    ToolCall,
+    check_calls,
+    max_tool_concurrency,
+    record_tool_result,
+    transcript_arguments,
+)
 from toolnexus.session import Session, events
 from toolnexus.temporal._history import RunHistory, read_history
 from toolnexus.temporal._wire import (

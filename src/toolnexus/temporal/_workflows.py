@@ -41,7 +41,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus.client._turn_rule import (
+    from toolnexus.client import (
         RUN_CALLS,
         AskForOutput,
         Continue,
@@ -69,8 +69,7 @@ with workflow.unsafe.imports_passed_through():
         outcome_to_wire,
         stored_size,
     )
-    from toolnexus.tools import Resources, ToolResult
-    from toolnexus.tools._outcome import outcome_from_value
+    from toolnexus.tools import Resources, ToolResult, outcome_from_value
 
 __all__ = [
     "BATCH_WORKFLOW",

@@ -12,9 +12,25 @@ from toolnexus.tools._tool import ConcurrencyPredicate, Tool, ToolHints, ToolRes
 from toolnexus.tools._toolkit import Toolkit
 
 # isort: split
-# For the layers above (Code Mode, the gateway), which take guards as objects and as keywords.
-# Not public API.
+# The package's interface to the layers above it: what they use that is not public API
+# (it may change in any release), imported here so that they read this package, never its
+# private modules.
+from toolnexus.tools._calls import Prechecked as Prechecked
+from toolnexus.tools._calls import direct_dispatch as direct_dispatch
+from toolnexus.tools._calls import dispatch_call as dispatch_call
+from toolnexus.tools._calls import needs_approval as needs_approval
+from toolnexus.tools._calls import refuse_caller as refuse_caller
+from toolnexus.tools._calls import start_prechecked as start_prechecked
 from toolnexus.tools._guards import guards_from as guards_from
+from toolnexus.tools._hooks import maybe_await as maybe_await
+from toolnexus.tools._mcp_content import ContentParts as ContentParts
+from toolnexus.tools._outcome import outcome_from_exception as outcome_from_exception
+from toolnexus.tools._outcome import outcome_from_value as outcome_from_value
+from toolnexus.tools._outcome import outcome_of as outcome_of
+from toolnexus.tools._outcome import retry_outcome as retry_outcome
+from toolnexus.tools._policy import filter_tools as filter_tools
+from toolnexus.tools._relay import is_relay as is_relay
+from toolnexus.tools._resources import resolves_paths as resolves_paths
 
 __all__ = [
     "AfterHook",

@@ -16,6 +16,13 @@ from toolnexus.tools._mcp_auth import (
 )
 from toolnexus.tools._mcp_content import ContentParts, describe_part
 
+# isort: split
+# The package's interface to the layers above it: what they use that is not public API
+# (it may change in any release), imported here so that they read this package, never its
+# private modules.
+from toolnexus.tools._mcp_config import config_error as config_error
+from toolnexus.tools._mcp_content import call_value as call_value
+
 __all__ = [
     "MAX_LIST_PAGES",
     "ContentParts",

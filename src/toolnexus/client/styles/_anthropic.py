@@ -39,10 +39,8 @@ from toolnexus.client.styles._errors import (
     undecodable_body,
 )
 from toolnexus.errors import ProviderError, ProviderProtocolError
-from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.scheduling._batch import parse_arguments
-from toolnexus.tools import Tool, Toolkit
-from toolnexus.tools._mcp_content import ContentParts
+from toolnexus.scheduling import Outcome, ToolCall, parse_arguments
+from toolnexus.tools import ContentParts, Tool, Toolkit
 
 __all__ = ["CODE_EXECUTION", "DEFAULT_MAX_TOKENS", "AnthropicStyle"]
 

@@ -34,8 +34,7 @@ from toolnexus.client.styles._openai import FAILURE_MARK, SDK_ERRORS
 from toolnexus.client.styles._sdk import post_response
 from toolnexus.errors import ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.tools import Tool, Toolkit
-from toolnexus.tools._mcp_content import ContentParts
+from toolnexus.tools import ContentParts, Tool, Toolkit
 
 __all__ = ["ResponsesStyle"]
 

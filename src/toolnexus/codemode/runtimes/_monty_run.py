@@ -37,8 +37,7 @@ from toolnexus.codemode.runtimes._base import (
     ToolCaller,
 )
 from toolnexus.codemode.runtimes._pinning import Pins
-from toolnexus.scheduling import Outcome, snapshot
-from toolnexus.scheduling._scheduler import DID_NOT_COMPLETE
+from toolnexus.scheduling import DID_NOT_COMPLETE, Outcome, snapshot
 
 __all__ = [
     "HOST_CALL",
