@@ -159,3 +159,64 @@ def _literal_types_logged_in_src() -> set[str]:
 def test_every_bookkeeping_type_written_in_src_is_in_the_vocabulary() -> None:
     written = _literal_types_logged_in_src() - SURFACE_TYPES.keys()
     assert written <= BOOKKEEPING_TYPES, written - BOOKKEEPING_TYPES
+
+
+READERS = ["view/_model.py", "cli.py", "client/_resume.py", "temporal/_history.py"]
+
+
+def _cast_shape(node: ast.AST) -> type[Any] | None:
+    """The vocabulary TypedDict ``node`` casts event data to (``cast(ToolCallData, ...)``)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return None
+    if node.func.id != "cast" or not node.args or not isinstance(node.args[0], ast.Name):
+        return None
+    shape = getattr(_events, node.args[0].id, None)
+    return shape if isinstance(shape, type) else None
+
+
+def _key_read(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """What ``node`` reads a constant key of (``x["k"]``, ``x.get("k", ...)``), and the key."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.value, node.slice.value
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
+        return node.func.value, node.args[0].value
+    return None
+
+
+def _keys_read_outside_the_vocabulary(function: ast.AST) -> list[str]:
+    shapes: dict[str, type[Any]] = {}  # a name assigned cast(Shape, ...) -> Shape
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            shape = _cast_shape(node.value)
+            if shape is not None:
+                shapes[node.targets[0].id] = shape
+    unknown = []
+    for node in ast.walk(function):
+        read = _key_read(node)
+        if read is None:
+            continue
+        holder, key = read
+        name = holder.id if isinstance(holder, ast.Name) else None
+        shape = shapes.get(name) if name is not None else _cast_shape(holder)
+        if shape is not None and key not in get_type_hints(shape):
+            unknown.append(f"{shape.__name__}[{key!r}]")
+    return unknown
+
+
+def test_readers_read_only_keys_the_vocabulary_defines() -> None:
+    # mypy refuses x["unknown"] on a TypedDict, not x.get("unknown"): this covers both
+    unknown, casts = [], 0
+    for reader in READERS:
+        tree = ast.parse((SRC / reader).read_text(encoding="utf-8"))
+        casts += sum(_cast_shape(node) is not None for node in ast.walk(tree))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                unknown += [f"{reader}: {k}" for k in _keys_read_outside_the_vocabulary(node)]
+    assert casts >= 10
+    assert not unknown, unknown
