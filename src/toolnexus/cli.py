@@ -38,7 +38,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from rich.console import Console
 from rich.live import Live
@@ -49,6 +49,7 @@ from toolnexus.codemode import DEFAULT_SDK_THRESHOLD, disclosed_sdk, render_sdk,
 from toolnexus.errors import ConfigurationError, MissingExtraError, ToolnexusError
 from toolnexus.scheduling import EVERYTHING
 from toolnexus.session import Session
+from toolnexus.session.events import ToolCallData, code_run, tool_result
 from toolnexus.tools import Tool, Toolkit
 
 __all__ = ["main"]
@@ -221,7 +222,7 @@ class Watch:
         for event in session.events:
             if event.type != "tool_call":
                 continue
-            data = event.data
+            data = cast(ToolCallData, event.data)
             for span in unmatched:
                 if span.name == data.get("name") and span.arguments == data.get("arguments"):
                     unmatched.remove(span)
@@ -316,16 +317,11 @@ async def run_code_command(
             code = program_for(sorted(offered, key=lambda t: str(t["name"])), language)
             console.print("program (written by TestModel):", style="dim")
             console.print(code, markup=False, highlight=False)
-        started = session.log_event(  # the program, as the report shows it
-            "code_run",
-            {
-                "id": PROGRAM_ID,
-                "language": runtime.language,
-                "runtime": type(runtime).__name__,
-                "description": f"the program in {args.file}" if args.file else "by TestModel",
-                "source": code,
-            },
+        description = f"the program in {args.file}" if args.file else "by TestModel"
+        program = code_run(  # the program, as the report shows it
+            PROGRAM_ID, runtime.language, description, type(runtime).__name__, code
         )
+        started = session.log_event(*program)
         watch = Watch(started.time)  # one time origin: the terminal's and the report's
         tools = [watch.wrap(t) for t in found]
         run = asyncio.ensure_future(
@@ -396,24 +392,10 @@ def _record_results(session: Session, watch: Watch, out: dict[str, Any]) -> None
         result = span.result
         output = getattr(result, "output", result)  # a ToolResult's output
         text = output if isinstance(output, str) else json.dumps(output, default=str)
-        session.append(
-            "tool_result",
-            {
-                "tool_call_id": span.event_id,
-                "name": span.name,
-                "content": text,
-                "is_error": span.failed or bool(getattr(result, "is_error", False)),
-            },
-        )
-    session.append(
-        "tool_result",
-        {
-            "tool_call_id": PROGRAM_ID,
-            "name": "run_code",
-            "content": json.dumps(out, ensure_ascii=False, default=str),
-            "is_error": "error" in out,
-        },
-    )
+        is_error = span.failed or bool(getattr(result, "is_error", False))
+        session.append(*tool_result(span.event_id, span.name, text, is_error))
+    output = json.dumps(out, ensure_ascii=False, default=str)
+    session.append(*tool_result(PROGRAM_ID, "run_code", output, "error" in out))
 
 
 def _together(session: Session, watch: Watch) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolnexus.session import Session
+from toolnexus.session.events import tool_result
 
 __all__ = ["INTERRUPTED", "transcript"]
 
@@ -34,13 +35,8 @@ def transcript(session: Session) -> list[dict[str, Any]]:
         if message["role"] == "assistant":
             for call in message.get("tool_calls") or []:
                 if call.get("id") not in answered:
-                    result = {
-                        "tool_call_id": call.get("id"),
-                        "name": call.get("name"),
-                        "content": INTERRUPTED,
-                        "is_error": True,
-                    }
-                    session.append("tool_result", result)
-                    missing.append({"role": "tool", **result})
+                    answer = tool_result(call.get("id"), call.get("name"), INTERRUPTED, True)
+                    session.append(*answer)
+                    missing.append({"role": "tool", **answer.data})
     out.extend(missing)
     return out

@@ -24,21 +24,28 @@ __all__ = [
     "BOOKKEEPING_TYPES",
     "PROVIDER_DEPTH",
     "SURFACE_TYPES",
+    "ApprovalData",
+    "AssistantMessageData",
     "CallTimingData",
     "CancelledData",
+    "CodeRunData",
     "Entry",
     "FallbackData",
     "ModelResponseData",
     "ModelStopData",
     "ToolCallData",
+    "ToolResultData",
     "TurnData",
     "UserMessageData",
     "assistant_message",
+    "call_timing",
+    "code_run",
     "code_run_cancelled",
     "fallback",
     "model_response",
     "model_stop",
     "tool_call_cancelled",
+    "tool_result",
     "turn_end",
     "turn_start",
     "user_message",
@@ -166,7 +173,7 @@ class CallTimingData(TypedDict):
     name: str
     lane: int
     seq: int
-    mode: str
+    mode: str | None
     admitted: float
     started: float
     finished: float
@@ -177,12 +184,61 @@ class CallTimingData(TypedDict):
     program: NotRequired[str | None]
 
 
+# --- the data of the events the run viewer and resume read -------------------------------
+
+
+class AssistantMessageData(TypedDict):
+    """An ``assistant_message``: the model's text and calls, and the provider's own message
+    when it can be saved."""
+
+    content: str
+    tool_calls: list[dict[str, Any]]
+    provider: NotRequired[dict[str, Any]]
+
+
+class ToolResultData(TypedDict):
+    """A ``tool_result``: the answer to the model's call ``tool_call_id``."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+
+class ApprovalData(TypedDict):
+    """An ``approval``: whether ``tool`` was approved, and when the handler was asked and
+    answered."""
+
+    tool: str
+    approved: bool
+    asked: float
+    answered: float
+
+
+class CodeRunData(TypedDict):
+    """A ``code_run``: a program starts (a durable one names its ``task``)."""
+
+    id: str | None
+    language: str
+    runtime: NotRequired[str]
+    description: str
+    source: NotRequired[str]
+    task: NotRequired[str]
+    durable: NotRequired[bool]
+
+
 # --- the builders --------------------------------------------------------------------------
 
 
 def user_message(content: str) -> Entry:
     """A ``user_message`` surface event (``content``: text that can be saved as it is)."""
     return Entry("user_message", {"content": content})
+
+
+def tool_result(call_id: str, name: str, content: str, is_error: bool) -> Entry:
+    """A ``tool_result`` surface event: ``content`` answers the model's call ``call_id``."""
+    data = {"tool_call_id": call_id, "name": name, "content": content, "is_error": is_error}
+    return Entry("tool_result", data)
 
 
 @_bookkeeping("turn_start")
@@ -300,16 +356,6 @@ MCP_PROGRESS = _kind("mcp_progress")
 TASK_RESULT = _kind("task_result")
 
 
-class ToolResultData(TypedDict):
-    """A ``tool_result`` surface event: what the model is handed back for call
-    ``tool_call_id``."""
-
-    tool_call_id: str
-    name: str
-    content: str
-    is_error: bool
-
-
 class CallResourcesData(TypedDict):
     """A ``call_resources``: what a native call declared it touches, and what it waited for."""
 
@@ -342,31 +388,12 @@ class CallOutsideTranscriptData(TypedDict):
     why: str
 
 
-class ApprovalData(TypedDict):
-    """An ``approval``: the approval handler was asked about a call of ``tool``."""
-
-    tool: str
-    approved: bool
-    asked: float
-    answered: float
-
-
 class ApprovalAnswerData(TypedDict):
     """An ``approval_answer``: how the gateway's client answered for call ``id``."""
 
     id: str
     tool: str
     outcome: str
-
-
-class CodeRunData(TypedDict):
-    """A ``code_run``: a program starts (a durable one names its ``task``)."""
-
-    id: str | None
-    language: str
-    description: str
-    task: NotRequired[str]
-    durable: NotRequired[bool]
 
 
 class ToolSearchData(TypedDict):
@@ -406,6 +433,53 @@ class TaskResultData(TypedDict):
     task: str
     status: str
     is_error: bool
+
+
+@_bookkeeping("code_run")
+def code_run(
+    call_id: str,
+    language: str,
+    description: str,
+    runtime: str | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """A ``code_run``: program ``call_id`` starts (``runtime``, ``source``: when given)."""
+    data: dict[str, Any] = {"id": call_id, "language": language}
+    if runtime is not None:
+        data["runtime"] = runtime
+    data["description"] = description
+    if source is not None:
+        data["source"] = source
+    return data
+
+
+@_bookkeeping("call_timing")
+def call_timing(
+    call_id: str,
+    name: str,
+    lane: int,
+    seq: int,
+    mode: str | None,
+    times: tuple[float, float, float],
+    ok: bool,
+    *,
+    error: str | None = None,
+    resources: Any = None,
+    waited_for: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``call_timing``: when a call was admitted, started and finished (``times``); a call
+    not ``ok`` has its ``error`` (its message), one that declared them its ``resources``, and
+    one that waited for an earlier call ``waited_for`` (that call's ``seq``, the resource)."""
+    admitted, started, finished = times
+    data: dict[str, Any] = {"id": call_id, "name": name, "lane": lane, "seq": seq, "mode": mode}
+    data.update(admitted=admitted, started=started, finished=finished, ok=ok)
+    if resources is not None:
+        data["resources"] = resources
+    if waited_for is not None:
+        data["waited_for"] = waited_for
+    if not ok:
+        data["error"] = error
+    return data
 
 
 BOOKKEEPING_TYPES = frozenset(_BOOKKEEPING)

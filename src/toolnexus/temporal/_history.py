@@ -26,7 +26,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client as TemporalClient
 
 from toolnexus.scheduling import Outcome, ToolCall
-from toolnexus.session import Session
+from toolnexus.session import Session, events
 
 __all__ = ["ActivityTimes", "RunHistory", "read_history"]
 
@@ -78,25 +78,22 @@ class RunHistory:
         # admitted: when the call entered its lane; for a call that did not wait, when its
         # activity was scheduled (the lane admits and starts it at once)
         entered = float(wait[3]) if wait is not None else (times.scheduled or started)
-        data: dict[str, Any] = {
-            "id": call.id,
-            "name": call.name,
-            "lane": lane,
-            "seq": int(place.rpartition(":")[2]) + 1,
-            "mode": facts.get("mode"),
-            "admitted": min(entered, started),
-            "started": started,
-            "finished": max(times.closed, started),
-            "ok": outcome.error is None,
-        }
-        if facts.get("resources") is not None:
-            data["resources"] = facts["resources"]
-        if wait is not None:
-            data["waited_for"] = {"seq": int(wait[1]) + 1, "resource": wait[2]}
-        if outcome.error is not None:
-            data["error"] = outcome.error.get("message", "")
-        session._append_json("call_timing", data, at=data["finished"])
-        return float(data["finished"])
+        finished = max(times.closed, started)
+        waited_for = None if wait is None else {"seq": int(wait[1]) + 1, "resource": wait[2]}
+        entry = events.call_timing(
+            call.id,
+            call.name,
+            lane,
+            int(place.rpartition(":")[2]) + 1,
+            facts.get("mode"),
+            (min(entered, started), started, finished),
+            outcome.error is None,
+            error=None if outcome.error is None else outcome.error.get("message", ""),
+            resources=facts.get("resources"),
+            waited_for=waited_for,
+        )
+        session._append_json(*entry, at=finished)
+        return float(finished)
 
 
 async def read_history(temporal_client: TemporalClient, workflow_id: str) -> RunHistory:

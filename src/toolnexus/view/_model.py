@@ -18,11 +18,22 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from json.encoder import encode_basestring
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from toolnexus._json import json_problem, loads_strict
 from toolnexus.errors import ViewError
 from toolnexus.session import MAX_DEPTH, Event, Session
+from toolnexus.session.events import (
+    ApprovalData,
+    AssistantMessageData,
+    CallTimingData,
+    CodeRunData,
+    ModelResponseData,
+    ToolCallData,
+    ToolResultData,
+    TurnData,
+    UserMessageData,
+)
 
 __all__ = ["RunSource", "build", "classify_call", "ran_together", "read_events", "together_line"]
 
@@ -350,7 +361,7 @@ def build(source: RunSource | Mapping[str, RunSource]) -> dict[str, Any]:
 
 def _times_of(event: Event) -> list[float]:
     if event.type == "call_timing":
-        data = event.data
+        data = cast(CallTimingData, event.data)
         return [float(v) for v in (data.get("admitted"), data.get("started")) if _is_time(v)]
     if event.type in ("turn_start", "model_response", "assistant_message", "code_run"):
         return [event.time]
@@ -454,16 +465,17 @@ class _Group:
     # -- events --------------------------------------------------------------------------------
 
     def _on_turn_start(self, event: Event) -> None:
-        self.requests.append({"turn": event.data.get("turn"), "start": self.ms(event.time)})
+        turn = cast(TurnData, event.data).get("turn")
+        self.requests.append({"turn": turn, "start": self.ms(event.time)})
         if self.prompt is not None:  # the prompt this request answers (its first turn)
             self.requests[-1]["prompt"], self.prompt = self.prompt, None
 
     def _on_user_message(self, event: Event) -> None:
-        self.prompt = _clip(event.data.get("content") or "")
+        self.prompt = _clip(cast(UserMessageData, event.data).get("content") or "")
 
     def _on_model_response(self, event: Event) -> None:
         request = self._open_request(event)
-        data = event.data
+        data = cast(ModelResponseData, event.data)
         request.update(
             model=data.get("model"),
             input_tokens=data.get("input_tokens"),
@@ -474,8 +486,9 @@ class _Group:
     def _on_assistant_message(self, event: Event) -> None:
         request = self._open_request(event)
         request.setdefault("end", self.ms(event.time))
-        request["text"] = _clip(event.data.get("content") or "")
-        for item in event.data.get("tool_calls") or []:
+        data = cast(AssistantMessageData, event.data)
+        request["text"] = _clip(data.get("content") or "")
+        for item in data.get("tool_calls") or []:
             call = self.call(item["id"], item.get("name"), "asked")
             call["arguments"] = _clip(item.get("arguments"))
             call["turn"] = request.get("turn")
@@ -488,7 +501,7 @@ class _Group:
         return request
 
     def _on_tool_result(self, event: Event) -> None:
-        data = event.data
+        data = cast(ToolResultData, event.data)
         call_id = data["tool_call_id"]
         call = self.call(call_id, data.get("name"), "answered")
         is_error = bool(data.get("is_error"))
@@ -506,7 +519,7 @@ class _Group:
             call["class"] = classify_call(call["mode"], not is_error, call["error"])
 
     def _on_approval(self, event: Event) -> None:
-        data = event.data
+        data = cast(ApprovalData, event.data)
         asked, answered = data.get("asked"), data.get("answered")
         if asked is not None and answered is not None:
             self.approvals.append(
@@ -521,7 +534,7 @@ class _Group:
             )
 
     def _on_code_run(self, event: Event) -> None:
-        data = event.data
+        data = cast(CodeRunData, event.data)
         program_id = str(data.get("id"))
         owner = self.current.get(program_id)
         if owner is not None and (owner.get("owns") or "answered" in owner["stages"]):
@@ -567,7 +580,7 @@ class _Group:
                 call["result"] = _clip(shown)
 
     def _on_tool_call(self, event: Event) -> None:
-        data = event.data
+        data = cast(ToolCallData, event.data)
         call = self.call(data["id"], data.get("name"), "logged")
         call["arguments"] = _clip(data.get("arguments"))
         call["mode"] = data.get("mode")
@@ -576,7 +589,7 @@ class _Group:
             self._in_program(call, program)
 
     def _on_call_timing(self, event: Event) -> None:
-        data = event.data
+        data = cast(CallTimingData, event.data)
         call = self.call(data["id"], data.get("name"), "timed")
         started, finished = data.get("started"), data.get("finished")
         admitted = data.get("admitted")
@@ -590,8 +603,9 @@ class _Group:
         if not ok:
             call["error"] = str(data.get("error", ""))
         call["class"] = classify_call(call["mode"], ok, call["error"])
-        if data.get("program") is not None:
-            self._in_program(call, data["program"])
+        program = data.get("program")
+        if program is not None:
+            self._in_program(call, program)
         call["resources"] = data.get("resources")
         waited = data.get("waited_for")
         if isinstance(waited, dict):
