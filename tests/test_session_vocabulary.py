@@ -131,7 +131,7 @@ def test_bookkeeping_types_are_what_the_vocabulary_registers() -> None:
     assert not BOOKKEEPING_TYPES & SURFACE_TYPES.keys()
     built = {entry.type for entry, _ in BUILT} - SURFACE_TYPES.keys()
     assert built <= BOOKKEEPING_TYPES
-    # the drift issue 34 names: listed but never written, written but never listed
+    # the drift this vocabulary ended: listed but never written, written but never listed
     assert not {"step_start", "step_end", "request_header"} & BOOKKEEPING_TYPES
     assert {"code_run_cancelled", "tool_call_cancelled"} <= BOOKKEEPING_TYPES
     assert {"code_run", "call_timing"} <= BOOKKEEPING_TYPES
