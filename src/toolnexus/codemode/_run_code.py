@@ -82,11 +82,12 @@ RUN_CODE_BASE_DESCRIPTION = (
 )
 
 _LANGUAGES = ("python", "javascript")
+"""The languages a runtime may run; each is also the language of the SDK its programs see."""
 
 CODE_MODE_NAMING = AuditNaming("code_mode", "code")
 """How Code Mode's lanes audit a program's sub-calls: ``"source": "code_mode"``, ids
 ``"<run_code call id>:code:<n>"`` (the durable program workflow names them the same)."""
-"""The languages a runtime may run; each is also the language of the SDK its programs see."""
+
 _DEFAULT_RUNTIMES: dict[str, CodeRuntime] = {}
 
 
