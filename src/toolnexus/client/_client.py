@@ -699,8 +699,6 @@ def _replacements(client: Client, changes: Mapping[str, Any]) -> dict[str, Any]:
     for holder, inner_changes in nested.items():
         if inner_changes:
             current = parts["endpoint"].get(holder, getattr(endpoint, holder))
-            if holder == "retries" and isinstance(current, int):
-                current = Retries(current)
             parts["endpoint"][holder] = dataclasses.replace(current, **inner_changes)
     for part, part_changes in parts.items():
         if part_changes:
@@ -718,6 +716,5 @@ def _part_of(name: str) -> str | None:
 
 
 def _retries(endpoint: Endpoint) -> Retries:
-    """The endpoint's retries (an int given is its count)."""
-    retries = endpoint.retries
-    return retries if isinstance(retries, Retries) else Retries(retries)
+    """The endpoint's retries (a `Retries`: an endpoint turns an int it is given into one)."""
+    return cast(Retries, endpoint.retries)

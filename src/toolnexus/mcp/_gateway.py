@@ -487,10 +487,7 @@ class Gateway:
             raise
         finally:
             self.relay.leave(scope, tool.name)
-        result = events.ToolResultData(
-            tool_call_id=call_id, name=tool.name, content=outcome.text, is_error=not outcome.ok
-        )
-        self.session.append(events.TOOL_RESULT, result)
+        self.session.append(*events.tool_result(call_id, tool.name, outcome.text, not outcome.ok))
         self.flush_audit()
         raw = (outcome.metadata or {}).get(RAW_RESULT)
         if isinstance(raw, types.CallToolResult):

@@ -238,7 +238,7 @@ def user_message(content: str) -> Entry:
 def tool_result(call_id: str, name: str, content: str, is_error: bool) -> Entry:
     """A ``tool_result`` surface event: ``content`` answers the model's call ``call_id``."""
     data = {"tool_call_id": call_id, "name": name, "content": content, "is_error": is_error}
-    return Entry("tool_result", data)
+    return Entry(TOOL_RESULT, data)
 
 
 @_bookkeeping("turn_start")

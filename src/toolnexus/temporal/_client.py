@@ -73,6 +73,7 @@ def _common(
     temporal_client: object,
     task_queue: object,
     max_parallel: int | None,
+    execution: Execution | None,
     timings: Timings | None,
     workflow_id: object,
     continue_after: object,
@@ -82,6 +83,7 @@ def _common(
     Raises:
         ConfigurationError: one of them is of the wrong kind or out of range.
     """
+    cap = _cap(execution, max_parallel)  # first, as when it was an argument
     if not isinstance(temporal_client, TemporalClient):
         raise ConfigurationError(
             "the first argument must be a connected temporalio.client.Client "
@@ -98,7 +100,7 @@ def _common(
             f"timings must be a toolnexus.temporal.Timings, got {type(timings).__name__}."
         )
     return {
-        "max_parallel": max_tool_concurrency(max_parallel),
+        "max_parallel": max_tool_concurrency(cap),
         "timings": (timings or Timings()).to_wire(),
         "store": has_store(temporal_client.data_converter),
         "continue_after": positive_int("continue_after", continue_after),
@@ -224,7 +226,8 @@ async def run_batch(
         **_common(
             temporal_client,
             task_queue,
-            _cap(execution, max_parallel),
+            max_parallel,
+            execution,
             timings,
             workflow_id,
             continue_after,
@@ -341,7 +344,8 @@ async def start_program(
         **_common(
             temporal_client,
             task_queue,
-            _cap(execution, max_parallel),
+            max_parallel,
+            execution,
             timings,
             workflow_id,
             continue_after,
@@ -428,7 +432,8 @@ async def start_run(
         **_common(
             temporal_client,
             task_queue,
-            _cap(execution, max_parallel),
+            max_parallel,
+            execution,
             timings,
             workflow_id,
             continue_after,
