@@ -31,6 +31,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 import toolnexus
 import toolnexus.codemode
 from fake_provider import FakeProvider, Turn
+from frontier_endpoint import FrontierEndpoint, Step, lookup
+from frontier_endpoint import client_for as frontier
 from test_client import client_for
 from toolnexus import ToolCall, ToolHints, tool
 from toolnexus.codemode import run_code_tool
@@ -656,22 +658,51 @@ async def test_a_durable_runs_session_is_the_in_process_runs_byte_for_byte(
     assert normalised_lines(durable.session) == normalised_lines(local.session)
 
 
+@pytest.mark.parametrize("profile", ["anthropic-thinking", "openrouter-reasoning"])
+async def test_a_durable_runs_log_keeps_the_providers_message_as_in_process(
+    temporal_address: str, profile: str
+) -> None:
+    """Temporal's payloads sort an object's keys; the provider's own message (signed thinking
+    blocks, reasoning details) reaches the durable run's log as it reaches an in-process
+    run's, its keys in the same order."""
+    server = FrontierEndpoint(profile).start()
+    try:
+        conversation = [Step(calls=[("lookup", {"city": "Oslo"})]), Step(text="Oslo is sunny.")]
+        server.script(*conversation, *conversation)
+        client = frontier(server)
+        local = await client.run("Oslo?", tools=[lookup])
+        temporal = await Client.connect(temporal_address)
+        queue = f"q-{uuid.uuid4()}"
+        async with worker(temporal, task_queue=queue, tools=[lookup], client=client):
+            handle = await start_run(temporal, "Oslo?", task_queue=queue, timings=FAST)
+            durable = await handle.result()
+    finally:
+        server.stop()
+    assert durable.status == local.status == "done" and server.rejected == []
+    kept = [
+        [key_order(e.data["provider"]) for e in run.session.events if "provider" in e.data]
+        for run in (local, durable)
+    ]
+    assert len(kept[0]) == 2 and kept[1] == kept[0]
+
+
+def key_order(value: Any) -> Any:
+    """``value``'s shape with its keys in their order (its ids and signatures differ by run)."""
+    if isinstance(value, dict):
+        return [(key, key_order(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [key_order(item) for item in value]
+    return type(value).__name__
+
+
 CLOCKED = ("admitted", "started", "finished", "lane")
 """The keys of an event's data that hold a clock reading or a process's lane number."""
 
 
 def normalised_lines(session: Session) -> list[str]:
-    """The session's saved lines with every time (and lane number) set to zero.
-
-    One difference is left in the durable rebuild and set aside here: the provider's own
-    message comes back through Temporal's JSON payloads with its keys sorted, so its keys are
-    sorted on both sides (its content is compared as it is)."""
+    """The session's saved lines with every time (and lane number) set to zero."""
     lines = []
     for event in session.events:
         data = {key: 0 if key in CLOCKED else value for key, value in event.data.items()}
-        if isinstance(data.get("provider"), dict):
-            provider = dict(data["provider"])
-            provider["message"] = json.loads(json.dumps(provider["message"], sort_keys=True))
-            data["provider"] = provider
         lines.append(event._replace(data=data, time=0).json_line())
     return lines

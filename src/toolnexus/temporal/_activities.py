@@ -306,7 +306,9 @@ class ModelActivities:
             "calls": [call_to_wire(call) for call in turn.calls],
             "usage": dataclasses.asdict(turn.usage),
             "transcript": turn.transcript,
-            "recorded": turn.recorded if self.style.keeps_state else None,
+            # as JSON text: Temporal's payloads sort an object's keys, and the session log
+            # keeps the provider's message exactly as it came
+            "recorded_json": json.dumps(turn.recorded) if self.style.keeps_state else None,
             "family": self.style.family,
             "endpoint": self.style.endpoint,  # whose state ``recorded`` is
             "ending": turn.ending,

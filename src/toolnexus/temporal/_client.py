@@ -538,6 +538,14 @@ class RunHandle:
         await self._handle.cancel()
 
 
+def _recorded(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The provider's own message of a durable turn, with its keys in the order it came in:
+    the model activity sends it as JSON text, since Temporal's payloads sort an object's keys
+    (a run started by an earlier version sent the object itself)."""
+    text = reply.get("recorded_json")
+    return json.loads(text) if isinstance(text, str) else reply.get("recorded")
+
+
 def _run_result(
     prompt: str, data: dict[str, Any], times: RunHistory, output: Output | None = None
 ) -> RunResult:
@@ -584,7 +592,7 @@ def _run_result(
             for c in calls
         ]
         said = events.assistant_message(  # the endpoint whose state it is, as in process
-            text, transcript_calls, reply.get("recorded"), reply["family"], reply.get("endpoint")
+            text, transcript_calls, _recorded(reply), reply["family"], reply.get("endpoint")
         )
         session._append_json(*said, at=answered)
         waits = {wait[0]: wait for wait in turn.get("waits", [])}
