@@ -47,6 +47,7 @@ from toolnexus.temporal import (
     start_run,
     worker,
 )
+from toolnexus.tools import Guards, PermissionPolicy, ToolHooks
 from toolnexus.view import build
 
 pytestmark = pytest.mark.temporal
@@ -640,6 +641,81 @@ return [a, b, c];
         rolled = await run_program(temporal, dice, task_queue=queue, language="javascript")
     assert output["result"] == ["look 1", "look 2", "touch 3"], output
     assert rolled["error"]["kind"] == "nondeterministic", rolled
+
+
+NO_TOUCH = Guards(permissions=PermissionPolicy(deny=["touch"]))
+
+
+async def test_a_durable_runs_permissions_narrow_the_tools_as_in_process(
+    temporal_address: str, provider: FakeProvider
+) -> None:
+    """The caller's ``guards=`` permissions: the model is not offered a tool they leave out,
+    and a call to it is answered without running, as ``client.run`` under the same policy."""
+    scripted(provider, [("c1", "look", {"n": 1}), ("c2", "touch", {"n": 2})])
+    client = client_for(provider, "openai")
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch], client=client):
+        handle = await start_run(temporal, "go", task_queue=queue, timings=FAST, guards=NO_TOUCH)
+        durable = await handle.result()
+    durable_offers = [[t["function"]["name"] for t in r["tools"]] for r in provider.requests]
+    provider.requests.clear()
+    local = await client.derive(guards=NO_TOUCH).run("go", tools=[look, touch])
+    local_offers = [[t["function"]["name"] for t in r["tools"]] for r in provider.requests]
+    assert durable_offers == local_offers == [["look"], ["look"]]
+    assert durable.messages == local.messages
+    assert durable.tool_calls == local.tool_calls
+    [looked, touched] = durable.tool_calls
+    assert not looked.is_error and looked.output == "look 1"
+    assert touched.is_error and "touch" in touched.output  # refused: it never ran
+
+
+async def test_a_durable_batchs_permissions_answer_a_left_out_tool_without_running_it(
+    temporal_address: str,
+) -> None:
+    calls = [ToolCall("c1", "look", '{"n": 1}'), ToolCall("c2", "touch", '{"n": 2}')]
+    temporal = await Client.connect(temporal_address)
+    queue = f"q-{uuid.uuid4()}"
+    async with worker(temporal, task_queue=queue, tools=[look, touch]):
+        durable = await run_batch(temporal, calls, task_queue=queue, guards=NO_TOUCH)
+        program = await run_program(
+            temporal,
+            'await tools.look({"n": 1})\nawait tools.touch({"n": 2})',
+            task_queue=queue,
+            guards=NO_TOUCH,
+        )
+    local = await toolnexus.run_batch(calls, [look])  # what a call to a tool not there gets
+    assert [o.text for o in durable] == [o.text for o in local]
+    assert durable[0].ok and not durable[1].ok
+    assert program["error"] is not None and "touch" in program["error"]["message"]
+    assert [(c["name"], c["status"]) for c in program["calls"]] == [
+        ("look", "ok"),
+        ("touch", "error"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("guards", "says"),
+    [
+        (Guards(hooks=ToolHooks(before=[lambda call: None])), "takes permissions only"),
+        (Guards(approval_handler=lambda name, args: True), "takes permissions only"),
+        (Guards(permissions=PermissionPolicy(approval_required=["touch"])), "only narrow"),
+        (Guards(permissions=PermissionPolicy(mode="strict", allow=["look"])), "only narrow"),
+        ("deny touch", "must be a toolnexus Guards"),
+    ],
+)
+async def test_a_durable_entry_point_refuses_guards_that_cannot_travel(
+    temporal_address: str, guards: Any, says: str
+) -> None:
+    temporal = await Client.connect(temporal_address)
+    calls = [ToolCall("c1", "look", '{"n": 1}')]
+    for start in (
+        run_batch(temporal, calls, task_queue="q-never", guards=guards),
+        run_program(temporal, "1", task_queue="q-never", guards=guards),
+        start_run(temporal, "go", task_queue="q-never", guards=guards),
+    ):
+        with pytest.raises(ConfigurationError, match=says):
+            await start
 
 
 async def test_a_durable_runs_session_is_the_in_process_runs_byte_for_byte(

@@ -36,7 +36,7 @@ from toolnexus.codemode import (
     render_sdk,
 )
 from toolnexus.codemode.runtimes import CodeRuntime, RunReport
-from toolnexus.errors import ProviderError
+from toolnexus.errors import ConfigurationError, ProviderError
 from toolnexus.scheduling import Outcome, Scheduler, ToolCall, precheck, run_batch, snapshot
 from toolnexus.temporal._wire import (
     PAYLOAD_BUDGET,
@@ -44,6 +44,7 @@ from toolnexus.temporal._wire import (
     call_to_wire,
     outcome_from_wire,
     outcome_to_wire,
+    permissions_from_wire,
     stored_size,
 )
 from toolnexus.tools import (
@@ -127,6 +128,8 @@ class ToolActivities:
         calls = request if isinstance(request, list) else request["calls"]
         asked = {} if isinstance(request, list) else request
         kit = self.run_kit if asked.get("run") else self.kit  # a denied tool is unknown there
+        if asked.get("permissions") is not None:  # the caller's, narrowing the tools further
+            kit = Toolkit(filter_tools(list(kit), permissions_from_wire(asked["permissions"])))
         output = asked.get("output")
         if output is not None:  # the output tool replaces a tool of its name, as in process
             made = output_tool(output["schema"], output["retries"], _accepted)
@@ -223,6 +226,15 @@ async def _heartbeating() -> AsyncIterator[None]:
             await beating
 
 
+def _check_choice(choice: str | None, offered: Sequence[Tool]) -> None:
+    """Refuse, for good, a run whose ``tool_choice`` names a tool its caller's permissions
+    took away (in process, the client refuses it before any request)."""
+    try:
+        check_tool_choice(choice, offered)
+    except ConfigurationError as exc:
+        raise ApplicationError(str(exc), type="ConfigurationError", non_retryable=True) from None
+
+
 NO_RELAY_HANDLER = (
     "a relay tool is answered by the host, and a durable run cannot wait for it: give the "
     "workers' client a relay_handler"
@@ -263,8 +275,9 @@ class ModelActivities:
         output tool of a run that asks for an output type) and the client's ``tool_choice``
         on the same turns.
 
-        ``request``: ``{"messages", "turn" (answered turns before this one), "output"}``, or
-        the messages alone (a run started by an earlier version). The client retried what was
+        ``request``: ``{"messages", "turn" (answered turns before this one), "output"}`` and
+        the caller's ``"permissions"`` when it gave some, or the messages alone (a run
+        started by an earlier version). The client retried what was
         worth retrying already, so a provider error ends the run rather than being retried
         again; this worker heartbeats meanwhile, so a lost worker is noticed and the request
         is made again elsewhere, within the run's ``model_timeout``.
@@ -274,9 +287,16 @@ class ModelActivities:
         else:
             messages, turns, output = request["messages"], request["turn"], request["output"]
         definitions = self.definitions
-        if output is not None:
-            made = output_tool(output["schema"], output["retries"], _accepted)
-            offered = [*(t for t in self.tools if t.name != OUTPUT_TOOL), made]
+        permissions = None if isinstance(request, list) else request.get("permissions")
+        if output is not None or permissions is not None:
+            offered = self.tools
+            if permissions is not None:  # the caller's, narrowing what the run is offered
+                offered = filter_tools(offered, permissions_from_wire(permissions))
+                if self.tool_choice != OUTPUT_TOOL:
+                    _check_choice(self.tool_choice, offered)
+            if output is not None:
+                made = output_tool(output["schema"], output["retries"], _accepted)
+                offered = [*(t for t in offered if t.name != OUTPUT_TOOL), made]
             definitions = self.style.tool_definitions(offered)
         choice = turn_tool_choice(self.tool_choice, self.every_turn, turns)
         try:

@@ -54,6 +54,7 @@ from toolnexus.temporal._wire import (
     call_to_wire,
     has_store,
     outcome_from_wire,
+    permissions_to_wire,
     stored_size,
 )
 from toolnexus.temporal._workflows import (
@@ -63,6 +64,7 @@ from toolnexus.temporal._workflows import (
     RUN_WORKFLOW,
     TOO_LARGE,
 )
+from toolnexus.tools import Guards
 
 DIGEST = "toolnexus_request"
 """The memo key holding a digest of what a workflow was started with: a resubmission under the
@@ -74,11 +76,13 @@ def _common(
     task_queue: object,
     max_parallel: int | None,
     execution: Execution | None,
+    guards: Guards | None,
     timings: Timings | None,
     workflow_id: object,
     continue_after: object,
 ) -> dict[str, Any]:
-    """The checked options every durable entry point shares, as request fields.
+    """The checked options every durable entry point shares, as request fields (the caller's
+    permissions only when given, so a request made without them is the one made before).
 
     Raises:
         ConfigurationError: one of them is of the wrong kind or out of range.
@@ -99,11 +103,13 @@ def _common(
         raise ConfigurationError(
             f"timings must be a toolnexus.temporal.Timings, got {type(timings).__name__}."
         )
+    permissions = permissions_to_wire(guards)
     return {
         "max_parallel": max_tool_concurrency(cap),
         "timings": (timings or Timings()).to_wire(),
         "store": has_store(temporal_client.data_converter),
         "continue_after": positive_int("continue_after", continue_after),
+        **({"permissions": permissions} if permissions is not None else {}),
     }
 
 
@@ -186,6 +192,7 @@ async def run_batch(
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
     execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> list[Outcome]:
     """Run the tool calls of one model response durably; one outcome per call, in order.
 
@@ -210,15 +217,21 @@ async def run_batch(
             events (sooner when Temporal suggests it): a batch of any length completes.
         execution: An [`Execution`][toolnexus.codemode.Execution] whose
             ``max_tool_concurrency`` is the cap (instead of ``max_parallel``; both, differing,
-            is an error). Its other knobs and the guards are the workers' (``worker(...,
-            client=...)``): a durable run's tool calls run there.
+            is an error). Its other knobs are the workers' (``worker(..., client=...)``): a
+            durable run's tool calls run there.
+        guards: A [`Guards`][toolnexus.tools.Guards] whose ``permissions`` narrow the tools
+            the calls may call (``deny``, ``deny_prefixes``, ``allow``): a call to a tool they
+            leave out is answered as a call to an unknown tool, without running. They narrow
+            what the workers allow and never widen it; approvals and hooks are the workers'
+            client's (its approval handler is a function, which cannot travel to them).
 
     Raises:
         ConfigurationError: ``calls`` holds something that is not a ``ToolCall``, an option
-            is of the wrong kind, the batch does not fit one Temporal payload without a
-            payload store (`file_store`), ``workflow_id`` ran a different batch, or (without
-            a store) the outcomes of a batch so large that even left in its history they
-            would not fit one payload (the batch fails then, it does not stall).
+            is of the wrong kind, ``guards`` holds more than permissions that narrow, the
+            batch does not fit one Temporal payload without a payload store (`file_store`),
+            ``workflow_id`` ran a different batch, or (without a store) the outcomes of a
+            batch so large that even left in its history they would not fit one payload (the
+            batch fails then, it does not stall).
     """
     check_calls(calls)
     request = {
@@ -228,6 +241,7 @@ async def run_batch(
             task_queue,
             max_parallel,
             execution,
+            guards,
             timings,
             workflow_id,
             continue_after,
@@ -273,6 +287,7 @@ async def run_program(
     workflow_id: str | None = None,
     continue_after: int = CONTINUE_AFTER,
     execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> dict[str, Any]:
     """Run a Code Mode program durably; returns what ``toolnexus.codemode.run_program`` does.
 
@@ -281,7 +296,8 @@ async def run_program(
     for why that is safe and what it asks of a program). A worker lost in the middle never
     makes a completed sub-call run again.
 
-    ``workflow_id``, ``continue_after`` and ``execution`` work as for `run_batch`: a program
+    ``workflow_id``, ``continue_after``, ``execution`` and ``guards`` work as for `run_batch`:
+    a program
     with any number of sub-calls completes, and a resubmitted program returns its recorded
     output.
 
@@ -300,6 +316,7 @@ async def run_program(
         workflow_id=workflow_id,
         continue_after=continue_after,
         execution=execution,
+        guards=guards,
     )
     output: dict[str, Any] = await handle.result()
     return output
@@ -318,6 +335,7 @@ async def start_program(
     continue_after: int = CONTINUE_AFTER,
     memo: dict[str, Any] | None = None,
     execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> WorkflowHandle[Any, Any]:
     """Start a durable program (as `run_program` does) and return its workflow handle at
     once, for a caller that fetches the output later (``await handle.result()``), from this
@@ -346,6 +364,7 @@ async def start_program(
             task_queue,
             max_parallel,
             execution,
+            guards,
             timings,
             workflow_id,
             continue_after,
@@ -376,6 +395,7 @@ async def start_run(
     output_type: Any = None,
     output_retries: int = 1,
     execution: Execution | None = None,
+    guards: Guards | None = None,
 ) -> RunHandle:
     """Start a durable agent run (the durable ``Client.run``) and return its handle.
 
@@ -403,6 +423,8 @@ async def start_run(
         continue_after: As for `run_batch`: a run of any length continues as new between
             turns (or inside a turn's batch), its messages and records carried over.
         execution: As for `run_batch` (its cap instead of ``max_parallel``).
+        guards: As for `run_batch`: its permissions narrow the tools the model is offered
+            and its calls may call, beyond what the workers' client allows.
         output_type: Ask for a structured answer, as ``Client.run`` does: the model hands it
             over through a ``final_result`` tool, and ``RunResult.output`` holds the typed
             value. The workers check the arguments against the type's JSON Schema (field
@@ -434,6 +456,7 @@ async def start_run(
             task_queue,
             max_parallel,
             execution,
+            guards,
             timings,
             workflow_id,
             continue_after,

@@ -37,6 +37,7 @@ from toolnexus._checks import int_at_least
 from toolnexus._json import loads_strict
 from toolnexus.errors import ConfigurationError, PayloadStoreError
 from toolnexus.scheduling import HostReason, Outcome, ToolCall, snapshot
+from toolnexus.tools import Guards, PermissionPolicy
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -51,6 +52,8 @@ __all__ = [
     "has_store",
     "outcome_from_wire",
     "outcome_to_wire",
+    "permissions_from_wire",
+    "permissions_to_wire",
     "stored_size",
 ]
 
@@ -192,6 +195,48 @@ def outcome_from_wire(data: dict[str, Any]) -> Outcome:
 
 
 _REASONS: frozenset[str] = frozenset(get_args(HostReason))
+
+
+def permissions_to_wire(guards: Guards | None) -> dict[str, Any] | None:
+    """What a durable entry point's ``guards`` send to the workflow: the caller's permissions,
+    which narrow the tools its calls may call on the workers (``None``: nothing to narrow).
+
+    Only permissions travel: the calls run on the workers, and what else guards them (the
+    approval handler, the hooks, approvals a policy asks for) is the workers' own client's,
+    the one thing that can run there.
+
+    Raises:
+        ConfigurationError: ``guards`` is not a ``Guards``, or holds what cannot travel.
+    """
+    if guards is None:
+        return None
+    if not isinstance(guards, Guards):
+        raise ConfigurationError(f"guards must be a toolnexus Guards, got {guards!r}.")
+    if guards.approval_handler is not None or guards.hooks is not None:
+        raise ConfigurationError(
+            "a durable entry point's guards= takes permissions only: its calls run on the "
+            "workers, under the approval handler and hooks of the workers' client "
+            "(worker(..., client=create_client(approval_handler=..., hooks=...))); a function "
+            "of the caller's cannot travel there."
+        )
+    policy = guards.permissions
+    if policy is None:
+        return None
+    if policy.mode != "default" or policy.approval_required:
+        raise ConfigurationError(
+            "a durable entry point's permissions can only narrow the tools (deny=, "
+            "deny_prefixes=, allow=, in mode 'default'): approvals are asked on the workers, "
+            "so give mode= and approval_required= to the policy of the workers' client."
+        )
+    allow = None if policy.allow is None else list(policy.allow)
+    return {"deny": list(policy.deny), "deny_prefixes": list(policy.deny_prefixes), "allow": allow}
+
+
+def permissions_from_wire(data: dict[str, Any]) -> PermissionPolicy:
+    """The caller's permissions, as `permissions_to_wire` sent them."""
+    return PermissionPolicy(
+        deny=data["deny"], deny_prefixes=data["deny_prefixes"], allow=data["allow"]
+    )
 
 
 def _reason(value: Any) -> HostReason | None:

@@ -150,6 +150,7 @@ class Plan:
         self.store: bool = request.get("store", False)
         self.continue_after: int = request.get("continue_after", CONTINUE_AFTER)
         self.run: int = request.get("state", {}).get("run", 0)
+        self.permissions: dict[str, Any] | None = request.get("permissions")  # the caller's
         self.progressed = False  # set once this run has done some work (a call, a step)
 
     def boundary(self) -> bool:
@@ -425,7 +426,8 @@ async def _model_turn(
     heartbeat = timedelta(seconds=plan.timings["heartbeat"])
     reply: dict[str, Any] = await workflow.execute_activity(
         MODEL_TURN,
-        {"messages": messages, "turn": number, "output": output},
+        {"messages": messages, "turn": number, "output": output}
+        | ({"permissions": plan.permissions} if plan.permissions is not None else {}),
         activity_id=f"model:{number}",
         start_to_close_timeout=limit,
         schedule_to_close_timeout=limit,
@@ -728,7 +730,10 @@ async def run_calls(
         if fed not in facts_of:
             chunk = calls[fed : fed + CLASSIFY_CHUNK]
             name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
-            asked = {"calls": chunk, "output": output, "run": True} if run else chunk
+            asked: Any = {"calls": chunk, "output": output, "run": True} if run else chunk
+            if plan.permissions is not None:  # the caller's narrow the tools further
+                asked = {"calls": chunk, "output": output, "run": run}
+                asked["permissions"] = plan.permissions
             for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
                 facts_of[fed + offset] = facts
 
