@@ -171,7 +171,7 @@ def test_create_client_builds_the_objects() -> None:
     assert client.endpoint.retries == Retries(count=0, timeouts=True)
     assert client.execution.max_tool_concurrency == 3 and client.execution.code_mode == "code"
     assert client.guards == Guards(permissions=policy)
-    assert client._config.max_concurrency == 3 and client._config.policy is policy
+    assert client._config.max_concurrency == 3 and client._config.guards.permissions is policy
 
 
 # -- derive -----------------------------------------------------------------------------------

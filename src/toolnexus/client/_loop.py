@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolnexus._json import encodable_data, encodable_text, json_problem
@@ -57,10 +57,7 @@ from toolnexus.client._turn_rule import (
 from toolnexus.client.styles import AssistantTurn, Style, Usage
 from toolnexus.codemode import (
     DEFAULT_SDK_THRESHOLD,
-    ApprovalHandler,
     CodeMode,
-    PermissionPolicy,
-    RunContext,
     filter_tools,
     visible_tools,
 )
@@ -76,8 +73,8 @@ from toolnexus.scheduling import (
 )
 from toolnexus.session import Session, events
 from toolnexus.tools import (
+    Guards,
     Tool,
-    ToolHooks,
     Toolkit,
     ToolResult,
     dispatch_call,
@@ -139,9 +136,7 @@ class LoopConfig:
     max_turns: int
     max_concurrency: int
     runtime: CodeRuntime | None = None
-    policy: PermissionPolicy | None = None
-    approval_handler: ApprovalHandler | None = None
-    hooks: ToolHooks | None = None
+    guards: Guards = field(default_factory=Guards)
     deps: Any = None
     tiers: bool | None = None
     relay_handler: RelayHandler | None = None
@@ -187,15 +182,9 @@ class _Run:
         self.kit = Toolkit(offered)
         self.definitions = config.style.tool_definitions(offered)
         if isinstance(config.style, InProcessStyle):  # shown as data what a program may call
-            granted = filter_tools(tools, config.policy)
+            granted = filter_tools(tools, config.guards.permissions)
             self.definitions = config.style.with_program_tools(self.definitions, granted)
-        self.ctx = RunContext(
-            deps=config.deps,
-            policy=config.policy,
-            approval_handler=config.approval_handler,
-            hooks=config.hooks,
-            session=session,
-        )
+        self.ctx = config.guards.context(config.deps, session=session)
         # a turn waiting for the host to answer relay calls: its calls and outcomes so far
         self.waiting: tuple[list[ToolCall], list[Outcome], int] | None = None
         self.stopped_by: str | None = None  # why the rule stopped the run early
@@ -444,13 +433,13 @@ def _check_hosted(offered: Sequence[Tool]) -> None:
 def _offered_tools(config: LoopConfig, tools: Sequence[Tool]) -> list[Tool]:
     """The tools the model is offered: the mode's view of the granted tools, tiered in native
     mode (Code Mode programs call tools directly: no tiers there)."""
-    granted = filter_tools(tools, config.policy)
+    granted = filter_tools(tools, config.guards.permissions)
     visible = visible_tools(
         config.mode,
         tools,
         granted,
         runtime=config.runtime,
-        policy=config.policy,
+        policy=config.guards.permissions,
         sdk_threshold=config.sdk_threshold,
         always_loaded=config.always_loaded,
     )

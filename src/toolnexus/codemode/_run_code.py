@@ -341,11 +341,9 @@ async def run_program(
         chosen,
         sdk,
         ToolIndex(granted, chosen.language),
-        policy=guarded.permissions,
+        guarded,
         session=session,
         max_parallel=_program_cap(given, max_parallel),
-        approval_handler=guarded.approval_handler,
-        hooks=guarded.hooks,
         call_id=call_id,
         deps=deps,
         patience=_patience(await_timeout),
@@ -366,12 +364,10 @@ async def _execute(
     chosen: CodeRuntime,
     sdk: str,
     index: ToolIndex,
+    guards: Guards,
     *,
-    policy: PermissionPolicy | None,
     session: Session | None,
     max_parallel: int,
-    approval_handler: ApprovalHandler | None,
-    hooks: ToolHooks | None,
     call_id: str | None,
     deps: Any,
     patience: float,
@@ -379,14 +375,7 @@ async def _execute(
 ) -> dict[str, Any]:
     """One run against an SDK already rendered (``run_code`` renders it once, when built)."""
     log = _CallLog()
-    ctx = RunContext(
-        deps=deps,
-        policy=policy,
-        approval_handler=approval_handler,
-        hooks=hooks,
-        session=session,
-        call_id=call_id,
-    )
+    ctx = guards.context(deps, session=session, call_id=call_id)
     if session is not None and description is not None:
         event = events.CodeRunData(id=call_id, language=chosen.language, description=description)
         session.log_event(events.CODE_RUN, encodable_data(event))  # the model's text, mended
@@ -400,7 +389,7 @@ async def _execute(
             naming=CODE_MODE_NAMING,
         )
         try:
-            binds = bindings(tools, policy, ctx, dispatch=lane.dispatch_fun())
+            binds = bindings(tools, guards.permissions, ctx, dispatch=lane.dispatch_fun())
             call_tool = _tool_caller({b.name: b for b in binds}, log)
             host = {"call_host": _host_caller(index, session, call_id)} if _hosts(chosen) else {}
             run = chosen.run(
@@ -536,11 +525,13 @@ def run_code_tool(
             chosen,
             sdk,
             index,
-            policy=policy if policy is not None else run_ctx.policy,
+            Guards(
+                policy if policy is not None else run_ctx.policy,
+                approval_handler or run_ctx.approval_handler,
+                hooks or run_ctx.hooks,
+            ),
             session=session if session is not None else run_ctx.session,
             max_parallel=max_parallel,
-            approval_handler=approval_handler or run_ctx.approval_handler,
-            hooks=hooks or run_ctx.hooks,
             call_id=run_ctx.call_id,
             deps=run_ctx.deps,
             patience=patience,

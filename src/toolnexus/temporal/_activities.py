@@ -98,14 +98,9 @@ class ToolActivities:
         policy = None
         if client is not None:
             config = client._config
-            policy = config.policy
+            policy = config.guards.permissions
             self.relay_handler = config.relay_handler
-            self.guards = RunContext(
-                deps=config.deps,
-                policy=policy,
-                approval_handler=config.approval_handler,
-                hooks=config.hooks,
-            )
+            self.guards = config.guards.context(config.deps)
         self.run_kit = Toolkit(filter_tools(list(self.kit), policy))  # what a run is offered
 
     @activity.defn(name=CLASSIFY)
@@ -256,7 +251,7 @@ class ModelActivities:
         """
         config = client._config
         self.style = config.style
-        self.tools = filter_tools(list(kit), config.policy)  # offered, as in process
+        self.tools = filter_tools(list(kit), config.guards.permissions)  # offered, as in process
         self.definitions = self.style.tool_definitions(self.tools)
         self.tool_choice = config.tool_choice
         self.every_turn = config.tool_choice_every_turn

@@ -4,9 +4,11 @@ hooks), as one frozen, checked value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from toolnexus.errors import ConfigurationError
-from toolnexus.tools._calls import ApprovalHandler
+from toolnexus.session import Session
+from toolnexus.tools._calls import ApprovalHandler, RunContext
 from toolnexus.tools._hooks import ToolHooks
 from toolnexus.tools._policy import PermissionPolicy
 
@@ -51,6 +53,20 @@ class Guards:
                 f"Guards hooks must be ToolHooks or None, got {self.hooks!r}; build them with "
                 "ToolHooks(before=[...], after=[...])."
             )
+
+    def context(
+        self, deps: Any = None, *, session: Session | None = None, call_id: str | None = None
+    ) -> RunContext[Any]:
+        """The `RunContext` the calls of a run under these guards carry (what a tool's
+        ``ctx`` shows as ``policy``, ``approval_handler`` and ``hooks``)."""
+        return RunContext(
+            deps=deps,
+            policy=self.permissions,
+            approval_handler=self.approval_handler,
+            hooks=self.hooks,
+            session=session,
+            call_id=call_id,
+        )
 
 
 def guards_from(
