@@ -51,6 +51,7 @@ BUILT: list[tuple[Entry, type[Any]]] = [
     (tool_result("c3", "add", "5", False), ToolResultData),
     (code_run("run-code", "python", "by TestModel", "Sandbox", "print(1)"), CodeRunData),
     (code_run("p1", "js", "adds"), CodeRunData),
+    (code_run("task-1", "python", "a program", task="toolnexus-task-1"), CodeRunData),
     (call_timing("c4", "add", 1, 2, "read", (1.0, 1.5, 2.0), True), CallTimingData),
     (
         call_timing("c5", "put", 1, 3, None, (1.0, 2.0, 2.5), False, error="boom",
@@ -80,6 +81,8 @@ def test_each_builder_writes_todays_dict_exactly() -> None:
         ("code_run", {"id": "run-code", "language": "python", "runtime": "Sandbox",
                       "description": "by TestModel", "source": "print(1)"}),
         ("code_run", {"id": "p1", "language": "js", "description": "adds"}),
+        ("code_run", {"id": "task-1", "language": "python", "description": "a program",
+                      "task": "toolnexus-task-1", "durable": True}),
         ("call_timing", {"id": "c4", "name": "add", "lane": 1, "seq": 2, "mode": "read",
                          "admitted": 1.0, "started": 1.5, "finished": 2.0, "ok": True}),
         ("call_timing", {"id": "c5", "name": "put", "lane": 1, "seq": 3, "mode": None,

@@ -377,8 +377,8 @@ async def _execute(
     log = _CallLog()
     ctx = guards.context(deps, session=session, call_id=call_id)
     if session is not None and description is not None:
-        event = events.CodeRunData(id=call_id, language=chosen.language, description=description)
-        session.log_event(events.CODE_RUN, encodable_data(event))  # the model's text, mended
+        kind, event = events.code_run(call_id, chosen.language, description)
+        session.log_event(kind, encodable_data(event))  # the model's text, mended
     # The span is current while the lane is made, so the sub-calls' spans nest under it.
     with code_run_span(chosen.language, call_id) as span:
         lane = Scheduler(

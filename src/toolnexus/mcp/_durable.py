@@ -106,14 +106,9 @@ class DurableTasks:
             memo={MEMO: {"owner": credential, "ttl_ms": ttl_ms, "created": now, "id": call_id}},
         )
         description = arguments.get("description")
-        started = events.CodeRunData(
-            id=call_id,
-            language=self.gateway.runtime.language,
-            description=description if isinstance(description, str) else "a program",
-            task=wid,
-            durable=True,
-        )
-        self.gateway.session.log_event(events.CODE_RUN, started)
+        said = description if isinstance(description, str) else "a program"
+        started = events.code_run(call_id, self.gateway.runtime.language, said, task=wid)
+        self.gateway.session.log_event(*started)
         self.gateway.flush_audit()
         self._owners[task_id] = owner
         state = TaskState(task_id, "working", now, now, ttl_ms, "started")

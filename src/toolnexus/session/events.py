@@ -349,7 +349,6 @@ CALL_REFUSED = _kind("call_refused")
 CALL_OUTSIDE_TRANSCRIPT = _kind("call_outside_transcript")
 APPROVAL = _kind("approval")
 APPROVAL_ANSWER = _kind("approval_answer")
-CODE_RUN = _kind("code_run")
 TOOL_SEARCH = _kind("tool_search")
 TOOL_DESCRIBE = _kind("tool_describe")
 MCP_PROGRESS = _kind("mcp_progress")
@@ -437,19 +436,25 @@ class TaskResultData(TypedDict):
 
 @_bookkeeping("code_run")
 def code_run(
-    call_id: str,
+    call_id: str | None,
     language: str,
     description: str,
     runtime: str | None = None,
     source: str | None = None,
+    *,
+    task: str | None = None,
 ) -> dict[str, Any]:
-    """A ``code_run``: program ``call_id`` starts (``runtime``, ``source``: when given)."""
+    """A ``code_run``: program ``call_id`` starts (``runtime``, ``source``: when given; a
+    durable one names the ``task`` that runs it)."""
     data: dict[str, Any] = {"id": call_id, "language": language}
     if runtime is not None:
         data["runtime"] = runtime
     data["description"] = description
     if source is not None:
         data["source"] = source
+    if task is not None:
+        data["task"] = task
+        data["durable"] = True
     return data
 
 
