@@ -68,6 +68,16 @@ def tools(path: str) -> list[Any]:
         note("end", key, "save")
         return f"saved {key} to {file}"
 
+    @tool(hints=ToolHints(read_only=True, idempotent=True))
+    async def padded(n: int) -> str:
+        """``n`` in a 150-character line (a result too many of which fill a payload)."""
+        return padded_line(n)
+
+    @tool(hints=ToolHints(read_only=True, idempotent=True))
+    async def noop(n: int) -> int:
+        """Return n."""
+        return n
+
     @tool(hints=ToolHints(read_only=True))
     def big(size: int) -> str:
         """A result of the given size."""
@@ -79,7 +89,12 @@ def tools(path: str) -> list[Any]:
         JSON text's)."""
         return char * count
 
-    return [read, write, save, big, text]
+    return [read, write, save, padded, noop, big, text]
+
+
+def padded_line(n: int) -> str:
+    """What ``padded`` returns for ``n``."""
+    return f"{n:08d}".ljust(150, ".")
 
 
 async def main(address: str, task_queue: str, log_path: str, base_url: str | None) -> None:
