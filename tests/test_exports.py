@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -375,3 +377,24 @@ def test_the_circle_check_sees_lazy_and_type_only_imports(tmp_path: Path) -> Non
     )
     (package / "_definition.py").write_text("from toolnexus.agents import AgentRuntime\n")
     assert _import_circles(tmp_path) == [("toolnexus.agents._runtime", "toolnexus.agents._task")]
+
+
+def test_importing_toolnexus_imports_no_provider_sdk() -> None:
+    # The official SDKs take about a second each to import, and the CLI, the gateway and the
+    # workers start with `import toolnexus`: a style reads its SDK's errors when first asked.
+    code = "import sys, toolnexus.cli; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_style_reads_its_sdks_errors_when_asked() -> None:
+    import anthropic
+    import openai
+
+    from toolnexus.client.styles._anthropic import AnthropicStyle
+    from toolnexus.client.styles._openai import OpenAIStyle
+    from toolnexus.client.styles._responses import ResponsesStyle
+
+    assert OpenAIStyle.errors.timeout == (openai.APITimeoutError,)
+    assert ResponsesStyle.errors.status == (openai.APIStatusError,)
+    assert AnthropicStyle.errors.rate_limited == (anthropic.RateLimitError,)

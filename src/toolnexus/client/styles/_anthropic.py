@@ -16,8 +16,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import anthropic
-
 from toolnexus._json import json_problem
 from toolnexus.client.styles._anthropic_cache import place_breakpoints
 from toolnexus.client.styles._anthropic_wire import wire_messages
@@ -33,9 +31,9 @@ from toolnexus.client.styles._base import (
 from toolnexus.client.styles._deltas import merge_delta
 from toolnexus.client.styles._errors import (
     EmptyStream,
+    ErrorsOf,
     described,
     malformed,
-    sdk_errors,
     undecodable_body,
 )
 from toolnexus.errors import ProviderError, ProviderProtocolError
@@ -68,7 +66,7 @@ class AnthropicStyle(Style):
     name = "anthropic"
     family = "anthropic"
     key_variables: tuple[str, ...] = ("OPENROUTER_API_KEY", "ANTHROPIC_API_KEY")
-    errors = sdk_errors(anthropic)
+    errors = ErrorsOf("anthropic")
     endings: Mapping[str, Ending] = _ENDINGS
     owned_params: Mapping[str, str] = {
         **Style.owned_params,

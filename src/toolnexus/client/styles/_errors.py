@@ -38,6 +38,7 @@ __all__ = [
     "NO_SDK",
     "RETRYABLE_STATUSES",
     "EmptyStream",
+    "ErrorsOf",
     "SdkErrors",
     "described",
     "lost_connection",
@@ -99,6 +100,31 @@ class SdkErrors:
 
 NO_SDK = SdkErrors()
 """The errors of a style without its SDK (the in-process test models): none."""
+
+
+class ErrorsOf:
+    """A style's `errors`: the `SdkErrors` of the SDK module ``module``, read the first time
+    a style asks for them (`NO_SDK` where the SDK is not installed).
+
+    Why not at import: importing an official SDK takes about a second, and ``import
+    toolnexus`` (every CLI command, every gateway and worker process) needs none of them. By
+    the time a request can fail, its style has imported its SDK anyway.
+    """
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.errors: SdkErrors | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> SdkErrors:
+        if self.errors is None:
+            try:
+                sdk = importlib.import_module(self.module)
+            except ImportError:  # the in-process models reuse the style's shapes without it
+                self.errors = NO_SDK
+            else:
+                self.errors = sdk_errors(sdk)
+        return self.errors
+
 
 _HTTP_LIBRARIES = ("httpx", "httpx2")
 """The HTTP libraries the official SDKs are built on: ``httpx``, and its fork ``httpx2``, which

@@ -30,11 +30,10 @@ from toolnexus.client.styles._base import (
 )
 from toolnexus.client.styles._deltas import merge_delta, without_indexes
 from toolnexus.client.styles._errors import (
-    NO_SDK,
     EmptyStream,
+    ErrorsOf,
     described,
     malformed,
-    sdk_errors,
     undecodable_body,
 )
 from toolnexus.client.styles._sdk import post_chat_completion
@@ -42,12 +41,9 @@ from toolnexus.errors import ProviderError, ProviderProtocolError
 from toolnexus.scheduling import Outcome, ToolCall
 from toolnexus.tools import Tool, Toolkit
 
-try:
-    import openai
-
-    SDK_ERRORS = sdk_errors(openai)
-except ImportError:  # the in-process test models reuse this style's shapes without the SDK
-    SDK_ERRORS = NO_SDK
+SDK_ERRORS = ErrorsOf("openai")
+"""The ``openai`` SDK's errors (the Chat Completions and Responses styles'), read when first
+needed."""
 
 __all__ = ["FAILURE_MARK", "SDK_ERRORS", "OpenAIStyle"]
 
