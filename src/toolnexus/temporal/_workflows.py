@@ -730,10 +730,11 @@ async def run_calls(
         if fed not in facts_of:
             chunk = calls[fed : fed + CLASSIFY_CHUNK]
             name = plan.bookkeeping_id(f"{prefix}classify:{fed}")
-            asked: Any = {"calls": chunk, "output": output, "run": True} if run else chunk
-            if plan.permissions is not None:  # the caller's narrow the tools further
+            asked: Any = chunk  # a batch's calls alone, as before there were options
+            if run or plan.permissions is not None:
                 asked = {"calls": chunk, "output": output, "run": run}
-                asked["permissions"] = plan.permissions
+                if plan.permissions is not None:  # the caller's narrow the tools further
+                    asked["permissions"] = plan.permissions
             for offset, facts in enumerate(await _quick(CLASSIFY, asked, name)):
                 facts_of[fed + offset] = facts
 
