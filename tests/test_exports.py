@@ -52,7 +52,7 @@ EXPECTED = {
     ],
     toolnexus.scheduling: [
         "EVERYTHING", "MAX_KEY_WORK", "AuditNaming", "Dispatch", "HostReason", "Mode", "Outcome", "Scheduler", "SchedulingRule", "Ticket",
-        "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "run_batch", "snapshot",
+        "ToolCall", "Wait", "concurrency_mode", "invoke_tool", "max_tool_concurrency", "result_snapshot", "run_batch", "snapshot",
     ],
     toolnexus.session: ["BOOKKEEPING_TYPES", "MAX_DEPTH", "SURFACE_TYPES", "Event", "Session", "events"],
     toolnexus.mcp: [

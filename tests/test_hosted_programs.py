@@ -584,3 +584,24 @@ async def test_the_endpoint_answers_a_broken_program_replay_with_an_error(
         assert (await _post(url, reply)).status_code == 200
     finally:
         rules.stop()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_hosted_programs_calls_get_the_one_by_one_results(
+    endpoint: Endpoint, provider: str
+) -> None:
+    # Stateful tools returning live objects (see tests/test_result_snapshot.py): what the
+    # provider's program receives is each call's result as it was when the call finished.
+    from test_result_snapshot import Store, calls_of, one_by_one, random_sequences
+
+    for ops in random_sequences(3, seed=5):
+        endpoint.requests.clear()
+        calls = [(c.name, dict(c.arguments)) for c in calls_of(ops)]
+        endpoint.script(*hosted_program([calls]))
+        tools = [dataclasses.replace(t, callers=("hosted",)) for t in Store().tools()]
+        client = client_for(endpoint, provider, max_parallel=CAP)
+        result = await run(client, "go", stream=False, tools=tools)
+        assert endpoint.rejections == []
+        assert result.status == "done"
+        sent = tool_results(endpoint.requests[1], provider)
+        assert [json.loads(r["text"]) for r in sent] == one_by_one(ops)

@@ -433,3 +433,22 @@ def test_bad_gateway_options_are_named(options: dict[str, Any], message: str) ->
 
     with pytest.raises(ConfigurationError, match=message):
         gateway_options({"mcpServers": {}, "toolnexus": options})
+
+
+async def test_a_programs_upstream_calls_get_the_one_by_one_results(tmp_path: Path) -> None:
+    # An upstream whose tools share state (see tests/test_result_snapshot.py): each
+    # sub-call's result, as the program reads it, is what the upstream answered when it
+    # finished, in the gateway as in process.
+    from test_result_snapshot import one_by_one, program, random_sequences
+
+    stateful = str(HERE / "mcp_stateful_server.py")
+    for number, ops in enumerate(random_sequences(3, seed=3)):
+        path = tmp_path / f"stateful{number}.json"
+        servers = {"st": {"command": sys.executable, "args": [stateful]}}
+        path.write_text(json.dumps({"mcpServers": servers, "toolnexus": {"max_parallel": 4}}))
+        code = program(ops, "python").replace("tools.read(", "tools.st_read(")
+        code = code.replace("tools.write(", "tools.st_write(")
+        async with gateway(path) as session:
+            result = await run_code(session, code)
+        assert not result.is_error, result.content
+        assert result.structured_content == {"result": one_by_one(ops), "logs": []}

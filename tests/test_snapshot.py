@@ -123,3 +123,30 @@ def test_json_data_round_trips_unchanged(value: Any) -> None:
                     max_leaves=20))  # fmt: skip
 def test_anything_becomes_json_serialisable(value: Any) -> None:
     json.dumps(snapshot(value), allow_nan=False)
+
+
+def test_a_result_snapshot_keeps_non_finite_floats_and_copies_the_rest() -> None:
+    import math
+
+    from toolnexus.scheduling import result_snapshot
+
+    live = {"items": [1, 2], "nan": math.nan, "inf": -math.inf, "tags": {"x"}}
+    frozen = result_snapshot(live)
+    live["items"].append(3)
+    assert frozen["items"] == [1, 2]
+    assert math.isnan(frozen["nan"]) and frozen["inf"] == -math.inf
+    assert frozen["tags"] == "{'x'}"
+
+
+def test_an_outcome_holds_a_snapshot_of_its_value() -> None:
+    from toolnexus.scheduling import Outcome
+    from toolnexus.tools import ToolResult, outcome_from_value
+    from toolnexus.tools.mcp import ContentParts
+
+    shared = [1]
+    made = Outcome(value={"shared": shared})
+    from_result = outcome_from_value("t", ToolResult(output={"shared": shared}))
+    parts = outcome_from_value("t", ContentParts([{"type": "text", "text": "a"}]))
+    shared.append(2)
+    assert made.value == {"shared": [1]} and from_result.value == {"shared": [1]}
+    assert type(parts.value) is ContentParts and parts.text == "a"

@@ -374,6 +374,27 @@ def test_random_batches_give_the_same_outcomes_as_in_process(
     assert [(o.value, o.error) for o in durable] == [(o.value, o.error) for o in local]
 
 
+def test_a_durable_batch_and_program_give_the_one_by_one_results(temporal_address: str) -> None:
+    # Stateful tools returning live objects (see tests/test_result_snapshot.py): a durable
+    # call's result is what its tool returned when it finished, as in process.
+    from test_result_snapshot import Store, calls_of, one_by_one, program, random_sequences
+
+    async def both(ops: list[tuple[bool, str, float]]) -> tuple[list[Any], Any]:
+        client = await Client.connect(temporal_address)
+        queue = f"q-{uuid.uuid4()}"
+        store = Store()
+        async with worker(client, task_queue=queue, tools=store.tools()):
+            batch = await run_batch(client, calls_of(ops), task_queue=queue, max_parallel=4)
+            store.items = {k: [] for k in store.items}
+            out = await run_program(client, program(ops, "python"), task_queue=queue)
+        return [o.value for o in batch], out
+
+    for ops in random_sequences(4, seed=11):
+        values, out = asyncio.run(both(ops))
+        assert values == one_by_one(ops)
+        assert out == {"result": one_by_one(ops), "logs": []}
+
+
 # -- durable agent runs ---------------------------------------------------------------------
 
 

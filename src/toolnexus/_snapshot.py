@@ -1,10 +1,16 @@
-"""JSON-shaped snapshots of tool-call arguments.
+"""JSON-shaped snapshots of tool-call arguments and results.
 
 The scheduler takes two independent snapshots of every call's arguments: one is dispatched to
 the tool, the other is written to the session log. Neither can influence the other, so a tool
 that mutates its arguments cannot change the audit record; and because both are rebuilt as plain
 JSON data, a live object (a socket, a function, a lock, an instance of some class) never reaches
 the tool or the log, only its ``repr()``.
+
+It takes one snapshot of every call's result (`result_snapshot`), when the call finishes and
+before any later call may start. Why: a tool may return a live object (``{"watchlist":
+self.watchlist}``) that a later call changes; what the model, the program and the session log
+read of a call must be its result as it was when the call finished, not when someone first
+reads it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "safe_repr", "snapshot"]
+__all__ = ["MAX_DEPTH", "result_snapshot", "safe_repr", "snapshot"]
 
 MAX_DEPTH = 64
 """Containers nested deeper than this are rendered with ``repr()`` instead of copied."""
@@ -55,7 +61,9 @@ _SCALARS = frozenset({str, bool, type(None)})
 """Passed through as they are; ints too, when they fit in JSON (checked inline)."""
 
 
-def _copy_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
+def _copy_mapping(
+    value: Mapping[Any, Any], depth: int, path: set[int], floats: bool
+) -> dict[str, Any]:
     # The loop inlines the common case (str key, scalar value): two snapshots per call are on the
     # scheduler's hot path.
     copy = {}
@@ -64,28 +72,32 @@ def _copy_mapping(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[
         copy[key if type(key) is str else _key(key)] = (
             item
             if kind in _SCALARS or (kind is int and -_INT_BOUND < item < _INT_BOUND)
-            else _copy(item, depth, path)
+            else _copy(item, depth, path, floats)
         )
     return copy
 
 
-def _copy(value: Any, depth: int, path: set[int]) -> Any:
+def _copy(value: Any, depth: int, path: set[int], floats: bool) -> Any:
+    """``value`` rebuilt as JSON data; ``floats``: non-finite floats are kept (a result's
+    text writes them as JSON's ``NaN``/``Infinity``, as ``json.dumps`` does), not their
+    ``repr()`` (an argument's, which must survive ``allow_nan=False``)."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is int:
         return value if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if kind is float:
-        return value if math.isfinite(value) else safe_repr(value)
+        return value if floats or math.isfinite(value) else safe_repr(value)
     if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
         if depth >= MAX_DEPTH or id(value) in path:
             return safe_repr(value)
         path.add(id(value))
         try:
             if kind is dict or isinstance(value, Mapping):
-                return _copy_mapping(value, depth + 1, path)
+                return _copy_mapping(value, depth + 1, path, floats)
             return [
-                item if type(item) in _SCALARS else _copy(item, depth + 1, path) for item in value
+                item if type(item) in _SCALARS else _copy(item, depth + 1, path, floats)
+                for item in value
             ]
         finally:
             path.discard(id(value))
@@ -97,7 +109,7 @@ def _copy(value: Any, depth: int, path: set[int]) -> Any:
     if isinstance(value, int):
         return int(value) if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if isinstance(value, float):
-        return float(value) if math.isfinite(value) else safe_repr(value)
+        return float(value) if floats or math.isfinite(value) else safe_repr(value)
     return safe_repr(value)
 
 
@@ -128,6 +140,31 @@ def snapshot(value: Any) -> Any:
         else:
             return flat
     try:
-        return _copy(value, 0, set())
+        return _copy(value, 0, set(), False)
+    except Exception:  # a hostile Mapping (raising items(), ...) still yields a snapshot
+        return safe_repr(value)
+
+
+def result_snapshot(value: Any) -> Any:
+    """A call's result as it is now: `snapshot`, except that non-finite floats stay floats.
+
+    Taken by the scheduler lane as a call finishes (see the module's docstring), so a later
+    call that changes an object the tool returned cannot change what anyone reads of this
+    call. A string, an integer, a float, a bool or ``None`` is returned as it is (nothing to
+    copy). Never raises.
+
+    Example::
+
+        >>> watchlist = ["NVDA"]
+        >>> frozen = result_snapshot({"watchlist": watchlist})
+        >>> watchlist.append("QUAS")
+        >>> frozen
+        {'watchlist': ['NVDA']}
+    """
+    kind = type(value)
+    if kind in _SCALARS or kind is float or (kind is int and -_INT_BOUND < value < _INT_BOUND):
+        return value
+    try:
+        return _copy(value, 0, set(), True)
     except Exception:  # a hostile Mapping (raising items(), ...) still yields a snapshot
         return safe_repr(value)

@@ -3,7 +3,7 @@
 The rule is explained once, with a diagram, in ``docs/scheduling.md``.
 """
 
-from toolnexus._snapshot import snapshot
+from toolnexus._snapshot import result_snapshot, snapshot
 from toolnexus.scheduling._batch import ToolCall, run_batch
 from toolnexus.scheduling._limits import max_tool_concurrency
 from toolnexus.scheduling._rule import EVERYTHING, MAX_KEY_WORK, Mode, SchedulingRule, Wait
@@ -44,6 +44,7 @@ __all__ = [
     "concurrency_mode",
     "invoke_tool",
     "max_tool_concurrency",
+    "result_snapshot",
     "run_batch",
     "snapshot",
 ]

@@ -39,7 +39,7 @@ from typing import Any, Generic, TypeVar
 from toolnexus._tracing import note_caller
 from toolnexus.session import Session, events
 from toolnexus.tools._hooks import ToolHooks, maybe_await
-from toolnexus.tools._outcome import Outcome, outcome_from_exception, outcome_from_value
+from toolnexus.tools._outcome import Outcome, outcome_from_exception, outcome_from_value, outcome_of
 from toolnexus.tools._policy import PermissionPolicy
 from toolnexus.tools._tool import Tool, ToolResult
 
@@ -249,7 +249,7 @@ async def _guarded(
     if outcome is None:
         try:
             run = tool._invoke_checked if checked else tool.invoke
-            outcome = outcome_from_value(tool.name, await run(args, ctx))
+            outcome = outcome_of(tool.name, await run(args, ctx))
         except BaseException as exc:
             outcome = _failure(tool, exc)
     try:

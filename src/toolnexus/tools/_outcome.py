@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from toolnexus._json import _INT_BOUND, encodable_text
-from toolnexus._snapshot import safe_repr, snapshot
+from toolnexus._snapshot import result_snapshot, safe_repr, snapshot
 from toolnexus.errors import ModelRetry, ToolError
 from toolnexus.tools._mcp_content import ContentParts
 from toolnexus.tools._tool import ToolResult
@@ -76,9 +76,19 @@ def clamp_message(message: str) -> str:
     return message
 
 
+_AS_IS = frozenset({str, int, float, bool, type(None)})
+"""Values an outcome holds as they are: immutable, nothing to snapshot."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """The result of one tool call: a value, or an error of exactly two strings.
+
+    ``value`` is a snapshot (`result_snapshot`), taken as the outcome is made, which is when
+    the call finishes and before any later call may start: a tool that returns a live object a
+    later call changes (``{"watchlist": self.watchlist}``) still reads as it was. What JSON
+    cannot hold becomes its ``repr()`` there; an MCP tool's content parts stay
+    [`ContentParts`][toolnexus.tools.mcp.ContentParts].
 
     ``error``, when set, is ``{"tool": name, "message": message}`` and nothing else: no
     exception type, no traceback, no chained cause. The full detail of a failure goes to the
@@ -100,6 +110,11 @@ class Outcome:
     for what the tool itself returned or raised. Never shown to a model (it reads ``error``'s
     two strings), and not part of equality: two outcomes a model reads the same are equal."""
     _text: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        value = self.value
+        if type(value) not in _AS_IS:
+            _set_value(self, freeze(value))
 
     @property
     def text(self) -> str:
@@ -146,9 +161,17 @@ _set_reason = Outcome.__dict__["reason"].__set__
 _set_text = Outcome.__dict__["_text"].__set__
 
 
+def freeze(value: Any) -> Any:
+    """A call's value as it is now (`result_snapshot`); content parts stay `ContentParts`."""
+    if type(value) is ContentParts:
+        return ContentParts(result_snapshot(list(value)))
+    return result_snapshot(value)
+
+
 def outcome_of(tool: str, value: Any) -> Outcome:
     """The outcome of a call of ``tool`` that returned ``value``: `outcome_from_value` for an
-    `Outcome` or a `ToolResult`; a plain value needs no checks, it is the value.
+    `Outcome` or a `ToolResult`; a plain value needs no checks: its snapshot is the value
+    (`freeze`; a string, a number, a bool or ``None`` as it is).
 
     A plain value's ``Outcome(value=value)`` is made by setting its five slots directly. Why:
     a frozen dataclass's ``__init__`` parses its keywords and then goes through
@@ -158,7 +181,7 @@ def outcome_of(tool: str, value: Any) -> Outcome:
     if isinstance(value, (Outcome, ToolResult)):
         return outcome_from_value(tool, value)
     outcome: Outcome = _new(Outcome)
-    _set_value(outcome, value)
+    _set_value(outcome, value if type(value) in _AS_IS else freeze(value))
     _set_error(outcome, None)
     _set_metadata(outcome, None)
     _set_reason(outcome, None)
