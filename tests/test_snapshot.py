@@ -150,3 +150,17 @@ def test_an_outcome_holds_a_snapshot_of_its_value() -> None:
     shared.append(2)
     assert made.value == {"shared": [1]} and from_result.value == {"shared": [1]}
     assert type(parts.value) is ContentParts and parts.text == "a"
+
+
+def test_a_result_snapshot_keeps_nesting_a_program_would_refuse() -> None:
+    # A program refuses a result nested past 64 levels; the snapshot must not hide that depth by
+    # turning the inner levels into their repr().
+    from toolnexus._json import json_problem
+    from toolnexus.scheduling import result_snapshot
+
+    deep: Any = []
+    for _ in range(100):
+        deep = [deep]
+    frozen = result_snapshot(deep)
+    assert frozen == deep and frozen is not deep
+    assert "nested deeper than" in (json_problem(frozen, "the result") or "")

@@ -25,6 +25,10 @@ __all__ = ["MAX_DEPTH", "result_snapshot", "safe_repr", "snapshot"]
 MAX_DEPTH = 64
 """Containers nested deeper than this are rendered with ``repr()`` instead of copied."""
 
+RESULT_MAX_DEPTH = 4 * MAX_DEPTH
+"""The same for a result's snapshot. Deeper than `MAX_DEPTH`, so that whoever refuses a result
+nested past `MAX_DEPTH` (a program) still sees how deep it was, rather than a ``repr()``."""
+
 
 _INT_BOUND = 10 ** ((sys.get_int_max_str_digits() or 4300) - 1)
 """Integers this large cannot be written as JSON (or even ``repr``'d) by Python."""
@@ -62,7 +66,7 @@ _SCALARS = frozenset({str, bool, type(None)})
 
 
 def _copy_mapping(
-    value: Mapping[Any, Any], depth: int, path: set[int], floats: bool
+    value: Mapping[Any, Any], depth: int, path: set[int], result: bool
 ) -> dict[str, Any]:
     # The loop inlines the common case (str key, scalar value): two snapshots per call are on the
     # scheduler's hot path.
@@ -72,31 +76,33 @@ def _copy_mapping(
         copy[key if type(key) is str else _key(key)] = (
             item
             if kind in _SCALARS or (kind is int and -_INT_BOUND < item < _INT_BOUND)
-            else _copy(item, depth, path, floats)
+            else _copy(item, depth, path, result)
         )
     return copy
 
 
-def _copy(value: Any, depth: int, path: set[int], floats: bool) -> Any:
-    """``value`` rebuilt as JSON data; ``floats``: non-finite floats are kept (a result's
-    text writes them as JSON's ``NaN``/``Infinity``, as ``json.dumps`` does), not their
-    ``repr()`` (an argument's, which must survive ``allow_nan=False``)."""
+def _copy(value: Any, depth: int, path: set[int], result: bool) -> Any:
+    """``value`` rebuilt as JSON data. With ``result`` (a result's snapshot), non-finite floats
+    are kept (a result's text writes them as JSON's ``NaN``/``Infinity``, as ``json.dumps``
+    does), not their ``repr()`` (an argument's, which must survive ``allow_nan=False``), and
+    nesting is kept to `RESULT_MAX_DEPTH`, so that a check for `MAX_DEPTH` downstream (a
+    program cannot take a result nested deeper) still sees it."""
     kind = type(value)
     if kind in _SCALARS:
         return value
     if kind is int:
         return value if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if kind is float:
-        return value if floats or math.isfinite(value) else safe_repr(value)
+        return value if result or math.isfinite(value) else safe_repr(value)
     if kind is dict or kind is list or isinstance(value, Mapping | list | tuple):
-        if depth >= MAX_DEPTH or id(value) in path:
+        if depth >= (RESULT_MAX_DEPTH if result else MAX_DEPTH) or id(value) in path:
             return safe_repr(value)
         path.add(id(value))
         try:
             if kind is dict or isinstance(value, Mapping):
-                return _copy_mapping(value, depth + 1, path, floats)
+                return _copy_mapping(value, depth + 1, path, result)
             return [
-                item if type(item) in _SCALARS else _copy(item, depth + 1, path, floats)
+                item if type(item) in _SCALARS else _copy(item, depth + 1, path, result)
                 for item in value
             ]
         finally:
@@ -109,7 +115,7 @@ def _copy(value: Any, depth: int, path: set[int], floats: bool) -> Any:
     if isinstance(value, int):
         return int(value) if -_INT_BOUND < value < _INT_BOUND else _big_int(value)
     if isinstance(value, float):
-        return float(value) if floats or math.isfinite(value) else safe_repr(value)
+        return float(value) if result or math.isfinite(value) else safe_repr(value)
     return safe_repr(value)
 
 
@@ -146,7 +152,8 @@ def snapshot(value: Any) -> Any:
 
 
 def result_snapshot(value: Any) -> Any:
-    """A call's result as it is now: `snapshot`, except that non-finite floats stay floats.
+    """A call's result as it is now: `snapshot`, except that non-finite floats stay floats and
+    nesting is kept to `RESULT_MAX_DEPTH` levels.
 
     Taken by the scheduler lane as a call finishes (see the module's docstring), so a later
     call that changes an object the tool returned cannot change what anyone reads of this
