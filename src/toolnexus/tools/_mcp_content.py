@@ -22,7 +22,6 @@ the images themselves: `ContentParts.images` lists them.
 
 from __future__ import annotations
 
-import base64
 import binascii
 from typing import Any
 
@@ -33,14 +32,16 @@ __all__ = [
     "ContentParts",
     "call_value",
     "describe_part",
+    "image_problem",
 ]
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """The media types of images the providers take in a tool result (Anthropic, Responses)."""
 
 MAX_IMAGE_BYTES_FOR_MODEL = 5 * 1024 * 1024
-"""Images larger than this (decoded) reach a model as their one-line description only: the
-providers refuse larger images in a tool result."""
+"""Images whose base64 data is longer than this reach a model as their one-line description
+only: Anthropic refuses a larger image (its limit is on the base64 text, so about 3.75 MiB of
+image), and one refused image fails the whole request."""
 
 CONTENT_RESULT_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -87,37 +88,36 @@ class ContentParts(list[dict[str, Any]]):
         )
 
     def images(self) -> list[tuple[int, dict[str, Any]]]:
-        """``(index, part)`` of each image part a model may be shown as an image: base64
-        data that decodes, a media type, and at most `MAX_IMAGE_BYTES_FOR_MODEL` bytes."""
-        shown = []
-        for index, part in enumerate(self):
-            if part.get("type") != "image" or not isinstance(part.get("mimeType"), str):
-                continue
-            if part["mimeType"] not in IMAGE_TYPES:
-                continue
-            size = _decoded_size(part.get("data"))
-            if size is not None and size <= MAX_IMAGE_BYTES_FOR_MODEL:
-                shown.append((index, part))
-        return shown
+        """``(index, part)`` of each image part a model may be shown as an image (one that
+        `image_problem` finds nothing wrong with)."""
+        return [
+            (index, part)
+            for index, part in enumerate(self)
+            if part.get("type") == "image" and image_problem(part) is None
+        ]
 
-    def model_blocks(self) -> list[tuple[str, str, str]] | None:
+    def model_blocks(self, tool: str) -> list[tuple[str, str, str]] | None:
         """What a model whose tool results take images reads, in order: ``("text", text,
         "")`` and ``("image", media_type, base64_data)`` pieces (adjacent texts joined, other
-        parts as their `describe_part` line); ``None`` when no part shows as an image (the
-        result is then `model_text`)."""
-        shown = dict(self.images())
-        if not shown:
+        parts as their `describe_part` line). An image part a provider would refuse is its
+        line and why it was not shown, naming ``tool`` (the tool that sent it): one bad image
+        would otherwise fail the whole request. ``None`` when no part is an image (the result
+        is then `model_text`)."""
+        if not any(part.get("type") == "image" for part in self):
             return None
         pieces: list[tuple[str, str, str]] = []
         texts: list[str] = []
-        for index, part in enumerate(self):
-            if index in shown:
+        for part in self:
+            problem = image_problem(part) if part.get("type") == "image" else None
+            if part.get("type") == "image" and problem is None:
                 if texts:
                     pieces.append(("text", "\n".join(texts), ""))
                     texts = []
                 pieces.append(("image", part["mimeType"], part["data"]))
             elif part.get("type") == "text" and isinstance(part.get("text"), str):
                 texts.append(part["text"])
+            elif problem is not None:
+                texts.append(f"{describe_part(part)} not shown: {problem} (sent by {tool!r})")
             else:
                 texts.append(describe_part(part))
         if texts:
@@ -125,19 +125,60 @@ class ContentParts(list[dict[str, Any]]):
         return pieces
 
 
-def _decoded_size(data: Any) -> int | None:
-    """The byte size of base64 ``data`` (``None``: not base64 text)."""
+_MAGIC: dict[str, tuple[bytes, ...]] = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),  # and "WEBP" at offset 8
+}
+"""How each of `IMAGE_TYPES` starts: the providers decode the image and refuse one whose bytes
+are not of its stated type."""
+
+
+def _decoded(data: Any) -> bytes | None:
+    """The bytes of ``data`` when it is strict base64 text (standard alphabet, padded, nothing
+    else), else ``None``: all of it is checked, in one pass in C."""
     if not isinstance(data, str):
         return None
-    stripped = data.rstrip("=")
-    if len(data) - len(stripped) > 2:
+    try:
+        return binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):  # ValueError: characters outside ASCII
         return None
-    if len(data) <= 4096:  # small: check it decodes; large ones are sized without a copy
-        try:
-            return len(base64.b64decode(data, validate=True))
-        except (binascii.Error, ValueError):
-            return None
-    return len(stripped) * 3 // 4
+
+
+def _of_type(media_type: str, data: bytes) -> bool:
+    if media_type == "image/webp" and data[8:12] != b"WEBP":
+        return False
+    return data.startswith(_MAGIC[media_type])
+
+
+def image_problem(part: dict[str, Any]) -> str | None:
+    """Why an image part cannot be sent to a model as an image, or ``None`` when it can: a
+    media type outside `IMAGE_TYPES`, base64 text longer than `MAX_IMAGE_BYTES_FOR_MODEL`, data
+    that is not strict base64 (all of it is checked), empty data, or bytes that do not start as
+    their media type's format does (a provider refuses each of these, failing the request)."""
+    media_type = part.get("mimeType")
+    if media_type not in IMAGE_TYPES:
+        shown = str(media_type)[:100] if isinstance(media_type, str) else "none"
+        return f"its media type ({shown}) is not one of {', '.join(sorted(IMAGE_TYPES))}"
+    text = part.get("data")
+    if isinstance(text, str) and len(text) > MAX_IMAGE_BYTES_FOR_MODEL:
+        limit = _size(MAX_IMAGE_BYTES_FOR_MODEL)
+        return f"its base64 data is {_size(len(text))}, more than the {limit} allowed"
+    data = _decoded(text)
+    if data is None:
+        return "its data is not base64"
+    if not data:
+        return "its data is empty"
+    if not _of_type(str(media_type), data):
+        return f"its data is not a {str(media_type).removeprefix('image/').upper()} image"
+    return None
+
+
+def _decoded_size(data: Any) -> int | None:
+    """The byte size of base64 ``data`` (``None``: not base64 text)."""
+    decoded = _decoded(data)
+    return None if decoded is None else len(decoded)
 
 
 def _size(count: int) -> str:
