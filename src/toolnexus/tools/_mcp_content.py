@@ -6,8 +6,9 @@ embedded resource), each with optional ``annotations`` and ``_meta``, and option
 host) receives, dropping nothing:
 
 * ``structuredContent`` given: that value (a plain value sent wrapped as ``{"result": v}`` is
-  unwrapped); when the content parts hold more than its usual one-text-part mirror, or the
-  result has ``_meta``, the whole result is in the outcome's metadata under ``"mcp"``;
+  unwrapped); when the content parts hold more than a mirror of it (`unmirrored`), or the
+  result has ``_meta``, the whole result is in the outcome's metadata under ``"mcp"``, and
+  what a model reads is the value, then those parts (`notes`);
 * one plain text part and nothing else: its text, as a string;
 * anything else: a [`ContentParts`][toolnexus.tools.mcp.ContentParts], a list of the parts as
   dicts, each exactly ``part.model_dump(by_alias=True, exclude_none=True)`` (``mimeType``,
@@ -23,6 +24,7 @@ the images themselves: `ContentParts.images` lists them.
 from __future__ import annotations
 
 import binascii
+import json
 from typing import Any
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "call_value",
     "describe_part",
     "image_problem",
+    "notes",
+    "unmirrored",
 ]
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -228,6 +232,70 @@ def _part(part: Any) -> dict[str, Any]:
     return dumped
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1``, ``1`` is ``1.0``, key order does not count."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_json_equal, a, b))
+    return type(a) is type(b) and a == b
+
+
+def _mirrors(text: str, value: Any) -> bool:
+    """Whether ``text`` serializes ``value``: it parses as JSON equal to it, or it is the
+    string ``value`` itself."""
+    if isinstance(value, str) and text == value:
+        return True
+    try:
+        return _json_equal(json.loads(text), value)
+    except (ValueError, RecursionError):
+        return False
+
+
+def unmirrored(parts: list[dict[str, Any]], structured: Any) -> ContentParts:
+    """The content parts beside ``structured`` (a result's ``structuredContent``) that are not
+    a mirror of it, in order: what a model would lose if it read ``structured`` alone.
+
+    A text part mirrors it when its text parses as JSON equal to it (`_json_equal`), or, for
+    ``{"result": v}``, equal to ``v`` or the string ``v`` itself; and text parts that hold a
+    list ``v``'s items in order, one each, mirror it together (as the SDK's ``MCPServer``
+    writes a list). Every other part (a text that says something else, an image) is kept.
+    """
+    views = [structured]
+    wrapped = isinstance(structured, dict) and list(structured) == ["result"]
+    if wrapped:
+        views.append(structured["result"])
+    items = structured["result"] if wrapped else None
+    if isinstance(items, list) and len(items) == len(parts):
+        pairs = zip(parts, items, strict=True)
+        if all(_is_text(part) and _mirrors(part["text"], v) for part, v in pairs):
+            return ContentParts()
+    return ContentParts(
+        part
+        for part in parts
+        if not (_is_text(part) and any(_mirrors(part["text"], v) for v in views))
+    )
+
+
+def _is_text(part: dict[str, Any]) -> bool:
+    return part.get("type") == "text" and isinstance(part.get("text"), str)
+
+
+def notes(result: Any) -> str | None:
+    """What a model reads after a successful result's ``structuredContent`` value: the
+    `ContentParts.model_text` of its content parts that are not a mirror of it (`unmirrored`);
+    ``None`` when there are none, or no ``structuredContent``, or the result is an error."""
+    if result.is_error or result.structured_content is None:
+        return None
+    parts = [_part(part) for part in result.content or []]
+    kept = unmirrored(parts, result.structured_content)
+    return kept.model_text() if kept else None
+
+
 def call_value(result: Any) -> tuple[Any, dict[str, Any] | None, bool]:
     """A ``CallToolResult`` as ``(value, metadata, is_error)``; see the module's docstring.
 
@@ -238,9 +306,10 @@ def call_value(result: Any) -> tuple[Any, dict[str, Any] | None, bool]:
     plain_text = len(parts) == 1 and texts_only
     whole: dict[str, Any] | None = None
     meta = {k: v for k, v in (result.meta or {}).items() if k not in ENVELOPE_META_KEYS}
+    structured = result.structured_content
     # the whole result travels in the metadata when the value leaves some of it out: content
-    # parts beside structuredContent (other than its usual mirror in text parts), or _meta
-    if meta or (result.structured_content is not None and not texts_only):
+    # parts beside structuredContent that are not a mirror of it (`unmirrored`), or _meta
+    if meta or (structured is not None and unmirrored(parts, structured)):
         whole = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         whole.pop("resultType", None)
         whole.pop("_meta", None)
@@ -249,7 +318,6 @@ def call_value(result: Any) -> tuple[Any, dict[str, Any] | None, bool]:
     metadata = {"mcp": whole} if whole is not None else None
     if result.is_error:
         return parts.model_text() or "the MCP tool reported an error", metadata, True
-    structured = result.structured_content
     if structured is not None:
         if isinstance(structured, dict) and list(structured) == ["result"]:
             return structured["result"], metadata, False
