@@ -1,5 +1,8 @@
 """A model endpoint on 127.0.0.1 for tests: OpenAI Chat Completions and Anthropic Messages,
-JSON and SSE, replaying scripted turns. The official SDKs talk to it over real HTTP."""
+JSON and SSE, replaying scripted turns. The official SDKs talk to it over real HTTP.
+
+A request carrying an image the real API would refuse (`provider_images`: data that is not
+base64, bytes not of the stated type, ...) is answered with that API's 400 and its text."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from provider_images import anthropic_image_error, responses_image_error
 
 
 @dataclass
@@ -106,6 +111,7 @@ class FakeProvider:
         self.close_after_empty_stream = 0.3
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.image_refusals: list[str] = []  # the 400s answered for a bad image, in order
         self._lock = threading.Lock()
         provider = self
 
@@ -165,6 +171,8 @@ class FakeProvider:
                     time.sleep(provider.close_after_empty_stream)
                     self.close_connection = True
                     return
+                if self._bad_image(body):
+                    return
                 if provider.router is not None:
                     turn = provider.router(body)
                 else:
@@ -196,6 +204,27 @@ class FakeProvider:
                     if "no_usage" in provider.quirks:
                         reply.pop("usage", None)
                     self._send(200, _dumps_with_verbatim(reply))
+
+            def _bad_image(self, body: dict[str, Any]) -> bool:
+                """Answer the real API's 400 for a bad image (`provider_images`), as a real
+                provider does before it reads anything else; no turn is used up."""
+                if self.path.endswith("/messages"):
+                    message = anthropic_image_error(body)
+                    error: dict[str, Any] = {"type": "invalid_request_error", "message": message}
+                    refusal: dict[str, Any] = {"type": "error", "error": error}
+                elif self.path.endswith("/responses"):
+                    raw = body.get("input")
+                    found = responses_image_error(raw if isinstance(raw, list) else [])
+                    message = found[0] if found else None
+                    error = {"message": message, "type": "invalid_request_error"}
+                    refusal = {"error": {**error, "param": found and found[1], "code": None}}
+                else:
+                    return False
+                if message is None:
+                    return False
+                provider.image_refusals.append(message)
+                self._send(400, json.dumps(refusal))
+                return True
 
             def _responses(self, turn: Turn, body: dict[str, Any]) -> None:
                 """The Responses API: the turn as output items, whole or as events."""

@@ -38,7 +38,8 @@ Every Chat Completions profile also checks tool-call/tool-message pairing and re
 ``prompt_tokens_details.cached_tokens``; every Messages profile checks ``tool_use`` /
 ``tool_result`` pairing, the id pattern of ``tool_use`` and ``tool_result`` blocks and
 non-empty text blocks, and refuses a forced ``tool_choice`` on a model that only thinks
-adaptively. Every cache marker counts, on a block inside a ``tool_result``'s content too.
+adaptively. Every cache marker counts, on a block inside a ``tool_result``'s content too. An
+image the real API would refuse (`provider_images`) is its 400, with its text.
 
 Responses are scripted with :class:`Step` (the endpoint makes the ids, the thinking and the
 signatures itself), and every request body is recorded, append-only, in
@@ -60,6 +61,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from provider_images import anthropic_image_error
 from toolnexus import ToolHints, create_client
 from toolnexus import tool as as_tool
 from toolnexus.client import RunResult
@@ -743,6 +745,9 @@ def check_anthropic(endpoint: FrontierEndpoint, body: dict[str, Any]) -> None:
     ):
         raise anthropic_error(FORCED_TOOL)
     _check_cache_markers(body)
+    image_problem = anthropic_image_error(body)
+    if image_problem is not None:
+        raise anthropic_error(image_problem)
     for i, message in enumerate(messages):
         content = message.get("content")
         if content in ("", []) and not (i == len(messages) - 1 and message["role"] == "assistant"):

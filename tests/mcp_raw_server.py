@@ -17,6 +17,11 @@ Every mode offers, beside the listed tools, these calls (by tool name):
 * ``huge_image``: one 50 MB image part;
 * ``passwd_link``: a ``resource_link`` to ``file:///etc/passwd``;
 * ``structured``: ``structuredContent`` beside an image part;
+* ``bad_images``: images a provider refuses (data that is valid base64 for its first 8,000
+  characters only, zero bytes typed PNG, a BMP) between a text part and one real PNG;
+* ``structured_note``: ``structuredContent`` beside its JSON mirror and a text that is not one;
+* ``structured_mirrors``: ``structuredContent`` beside only mirrors of it (its JSON indented, a
+  list's items one text part each, as the SDK's ``MCPServer`` writes them);
 * ``task``: task-augmented (``taskSupport: required``), completes after two polls;
 * ``task_forever``: a task that stays ``working``;
 * ``task_no_result``: a task that reports ``completed`` and whose ``tasks/result`` is empty;
@@ -42,7 +47,7 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 60).decode()
 
 EXTRA = [
     "parts", "resources", "huge_image", "passwd_link", "structured", "ask_password",
-    "ask_defaults",
+    "ask_defaults", "bad_images", "structured_note", "structured_mirrors",
 ]  # fmt: skip
 TASKS = ["task", "task_forever", "task_no_result"]
 OPTIONAL_TASKS = ["task_optional"]
@@ -156,7 +161,40 @@ def content(name: str) -> dict[str, object]:
             "content": [{"type": "image", "data": PNG, "mimeType": "image/png"}],
             "structuredContent": {"answer": 42},
         }
+    if name in CONTENT_PROBES:
+        return CONTENT_PROBES[name]
     return {"content": [{"type": "text", "text": f"{name} ran"}]}
+
+
+def _image(data: str, mime_type: str = "image/png") -> dict[str, object]:
+    return {"type": "image", "data": data, "mimeType": mime_type}
+
+
+CONTENT_PROBES: dict[str, dict[str, object]] = {
+    "bad_images": {
+        "content": [
+            {"type": "text", "text": "four images:"},
+            _image("A" * 8000 + "*AAA"),
+            _image(base64.b64encode(bytes(64)).decode()),
+            _image(base64.b64encode(b"BM" + bytes(62)).decode(), "image/bmp"),
+            _image(PNG),
+        ]
+    },
+    "structured_note": {
+        "content": [
+            {"type": "text", "text": json.dumps({"answer": 42}, indent=2)},
+            {"type": "text", "text": "Note: 3 results were left out."},
+        ],
+        "structuredContent": {"answer": 42},
+    },
+    "structured_mirrors": {
+        "content": [
+            {"type": "text", "text": "a"},
+            {"type": "text", "text": json.dumps({"b": 1.0}, indent=2)},
+        ],
+        "structuredContent": {"result": ["a", {"b": 1}]},
+    },
+}
 
 
 def task(task_id: str, status: str) -> dict[str, object]:

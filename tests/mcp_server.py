@@ -6,6 +6,7 @@ Run: python tests/mcp_server.py [stdio | http PORT | sse PORT]
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import sys
 from typing import Annotated
@@ -152,12 +153,10 @@ async def progress(steps: int, ctx: Context) -> str:
 
 @server.tool()
 def image(megabytes: int) -> list[ImageContent]:
-    """One PNG-typed image part of about ``megabytes`` MB (its base64 data is all "A")."""
-    return [
-        ImageContent(
-            type="image", data="A" * (megabytes * 1024 * 1024 // 3 * 4), mime_type="image/png"
-        )
-    ]
+    """One PNG image part of about ``megabytes`` MB: PNG's signature, then zero bytes."""
+    signature = b"\x89PNG\r\n\x1a\n"
+    data = signature + bytes(megabytes * 1024 * 1024 // 3 * 3 - len(signature))
+    return [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type="image/png")]
 
 
 @server.tool()

@@ -12,7 +12,8 @@ API and of both provider-hosted program protocols, with the servers' error texts
 
 Every request body is recorded, and so is the order in which the results of each step came back.
 A request that breaks a rule gets the error the real API answers it with; an ``include`` entry or
-an input message's content part outside the API's enumerations gets its "Invalid value".
+an input message's content part outside the API's enumerations gets its "Invalid value"; an
+image the real API would refuse (`provider_images`) gets that API's 400 and text.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from provider_images import anthropic_image_error, responses_image_error
 
 __all__ = ["Call", "Endpoint", "Rejected", "Step", "hosted_program"]
 
@@ -311,6 +314,9 @@ class Endpoint:
             [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw)
         )
         _check_values(body, items)
+        bad_image = responses_image_error(items)
+        if bad_image is not None:
+            raise Rejected(400, bad_image[0], None, bad_image[1])
         previous = body.get("previous_response_id")
         context: list[dict[str, Any]] = []
         if previous is not None:
@@ -626,6 +632,9 @@ class Endpoint:
         messages: list[dict[str, Any]] = body.get("messages", [])
         self.containers.append(body.get("container"))
         self._check_assistant_turns(messages)
+        image_problem = anthropic_image_error(body)
+        if image_problem is not None:
+            raise Rejected(400, image_problem)
         self._check_tools(self._peek(), body.get("tools") or [], anthropic=True)
         program = self._program
         if program is not None:

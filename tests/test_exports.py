@@ -85,8 +85,8 @@ EXPECTED = {
     ],
     toolnexus.tools.mcp: [
         "MAX_LIST_PAGES", "ContentParts", "FileTokenStorage", "McpTools", "MemoryTokenStorage",
-        "ServerConfig", "describe_part", "headless_authorization", "list_all", "mcp_servers",
-        "oauth_provider", "parse_config",
+        "ServerConfig", "describe_part", "headless_authorization", "image_problem", "list_all",
+        "mcp_servers", "oauth_provider", "parse_config",
     ],
     toolnexus.tools.tiers: ["CALL_TOOL", "DEFAULT_THRESHOLD", "TOOL_SEARCH", "tool_tiers"],
     toolnexus.tools.relay: ["is_relay", "relay_tool"],

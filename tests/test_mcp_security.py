@@ -106,6 +106,94 @@ async def test_a_50_mb_image_reaches_the_caller_whole_and_the_model_as_one_line(
     assert [index for index, _ in small.value.images()] == [0]
 
 
+def _result_pieces(body: dict[str, Any], style: str) -> list[dict[str, Any]] | str:
+    """The one tool result a request carries: its content blocks, or its text."""
+    if style == "anthropic":
+        (block,) = [
+            b
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        ]
+        return block["content"]  # type: ignore[no-any-return]
+    if style == "responses":
+        (item,) = [i for i in body["input"] if i.get("type") == "function_call_output"]
+        return item["output"]  # type: ignore[no-any-return]
+    (message,) = [m for m in body["messages"] if m.get("role") == "tool"]
+    return message["content"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses", "openai"])
+async def test_an_image_a_provider_would_refuse_is_a_line_saying_why_not_a_failed_run(
+    style: str,
+) -> None:
+    """Data that is base64 only for its first 8,000 characters, zero bytes typed PNG and a BMP
+    would each fail the whole request at a real provider (the endpoint answers its 400); each
+    reaches the model as its line, why it was not shown and the tool that sent it."""
+    from fake_provider import FakeProvider, Turn
+    from test_client import client_for
+
+    provider = FakeProvider().start()
+    try:
+        provider.script(Turn(calls=[("call_1", "r_bad_images", {})]), Turn(text="seen"))
+        async with mcp_servers({"r": raw()}) as tools:
+            probe = next(t for t in tools if t.name == "r_bad_images")
+            result = await client_for(provider, style).run("look", tools=[probe])
+        assert provider.image_refusals == []
+        assert result.text == "seen"
+        pieces = _result_pieces(provider.requests[1], style)
+    finally:
+        provider.stop()
+    if style == "openai":  # tool messages take text: every image is its line
+        assert isinstance(pieces, str) and "data:" not in pieces
+        assert pieces.count("[image ") == 4
+        return
+    kind = "image" if style == "anthropic" else "input_image"
+    assert isinstance(pieces, list)
+    assert [p["type"] for p in pieces].count(kind) == 1  # the real PNG only
+    text = "\n".join(p["text"] for p in pieces if p["type"] != kind)
+    assert text.startswith("four images:")
+    assert "not shown: its data is not base64 (sent by 'r_bad_images')" in text
+    assert "not shown: its data is not a PNG image (sent by 'r_bad_images')" in text
+    assert "not shown: its media type (image/bmp) is not one of" in text
+
+
+@pytest.mark.parametrize("style", ["anthropic", "responses", "openai"])
+async def test_text_beside_structured_content_that_is_not_its_mirror_reaches_the_model(
+    style: str,
+) -> None:
+    """A note beside ``structuredContent`` (and an image beside it) is read by the model after
+    the value; a mirror of it (its JSON, or a list's items one part each) is not read twice.
+    The value, what a program or the host gets, stays the ``structuredContent``."""
+    from fake_provider import FakeProvider, Turn
+    from test_client import client_for
+
+    provider = FakeProvider().start()
+    calls = [("c1", "r_structured_note", {}), ("c2", "r_structured_mirrors", {})]
+    calls.append(("c3", "r_structured", {}))
+    try:
+        provider.script(Turn(calls=calls), Turn(text="read"))
+        async with mcp_servers({"r": raw()}) as tools:
+            names = {c[1] for c in calls}
+            probes = [t for t in tools if t.name in names]
+            result = await client_for(provider, style).run("look", tools=probes)
+            outcomes = await run_batch([ToolCall(i, n, a) for i, n, a in calls], tools)
+        body = provider.requests[1]
+    finally:
+        provider.stop()
+    assert result.text == "read"
+    note, mirrors, image = (r.output for r in result.tool_calls)
+    assert note == '{"answer": 42}\nNote: 3 results were left out.'
+    assert mirrors == '["a", {"b": 1}]'  # its mirrors are not read a second time
+    assert image == '{"answer": 42}\n[image image/png, 68 bytes]'
+    sent = json.dumps(body)
+    assert "Note: 3 results were left out." in sent and "[image image/png, 68 bytes]" in sent
+    assert [o.value for o in outcomes] == [{"answer": 42}, ["a", {"b": 1}], {"answer": 42}]
+    assert outcomes[0].metadata is not None
+    assert outcomes[0].metadata["mcp"]["content"][1]["text"] == "Note: 3 results were left out."
+
+
 async def test_a_resource_link_to_etc_passwd_is_data_never_fetched(tmp_path: Path) -> None:
     record = tmp_path / "requests.jsonl"
     async with mcp_servers({"r": raw(record=record)}) as tools:

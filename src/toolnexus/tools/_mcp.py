@@ -33,9 +33,10 @@ from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.session import events
 from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
-from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
+from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value, notes
 from toolnexus.tools._mcp_handlers import callbacks, session_class
 from toolnexus.tools._mcp_tasks import call_as_task
+from toolnexus.tools._outcome import Outcome
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
@@ -241,8 +242,12 @@ def _hints(server: ServerConfig, tool: Any) -> ToolHints | None:
 
 def _result(result: Any) -> Any:
     """A ``CallToolResult`` as a value (see `call_value`: every content part is kept), or a
-    failing ToolResult."""
+    failing ToolResult. Content beside ``structuredContent`` that is not a mirror of it
+    (`unmirrored`) is what a model reads after the value (`Outcome.noted`)."""
     value, metadata, failed = call_value(result)
+    said = notes(result)
+    if said is not None:
+        return Outcome.noted(value, said, metadata)
     if failed or metadata is not None:
         return ToolResult(output=value, is_error=failed, metadata=metadata)
     return value

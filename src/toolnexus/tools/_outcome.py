@@ -146,6 +146,15 @@ class Outcome:
         error = {"tool": tool, "message": clamp_message(message) or GENERIC_FAILURE}
         return cls(error=error, reason=reason)
 
+    @classmethod
+    def noted(cls, value: Any, notes: str, metadata: dict[str, Any] | None = None) -> Outcome:
+        """A success whose model text is the value's text, then ``notes`` on lines of their
+        own: what the tool said beside its value (an MCP result's content parts that are not a
+        mirror of its ``structuredContent``). The value, what a program gets, is ``value``."""
+        outcome = cls(value=value, metadata=metadata)
+        object.__setattr__(outcome, "_text", f"{_result_text(value)}\n{encodable_text(notes)}")
+        return outcome
+
     def unwrap(self) -> Any:
         """The value, or raise the error as [`ToolError`][toolnexus.errors.ToolError]."""
         if self.error is not None:

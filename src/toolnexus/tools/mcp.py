@@ -14,7 +14,7 @@ from toolnexus.tools._mcp_auth import (
     headless_authorization,
     oauth_provider,
 )
-from toolnexus.tools._mcp_content import ContentParts, describe_part
+from toolnexus.tools._mcp_content import ContentParts, describe_part, image_problem
 
 # isort: split
 # The package's interface to the layers above it: what they use that is not public API
@@ -32,6 +32,7 @@ __all__ = [
     "ServerConfig",
     "describe_part",
     "headless_authorization",
+    "image_problem",
     "list_all",
     "mcp_servers",
     "oauth_provider",

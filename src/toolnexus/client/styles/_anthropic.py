@@ -302,7 +302,7 @@ class AnthropicStyle(Style):
             {
                 "type": "tool_result",
                 "tool_use_id": c.id,
-                "content": _result_content(o),
+                "content": _result_content(c.name, o),
                 "is_error": not o.ok,
             }
             for c, o in zip(calls, outcomes, strict=True)
@@ -319,10 +319,11 @@ def _stop(message: Any) -> str | None:
     return json.dumps(reason, default=repr)
 
 
-def _result_content(outcome: Outcome) -> str | list[dict[str, Any]]:
+def _result_content(tool: str, outcome: Outcome) -> str | list[dict[str, Any]]:
     """A tool result's content: its text, or text and image blocks when it holds MCP image
-    parts a model may see (``ContentParts.model_blocks``)."""
-    pieces = outcome.value.model_blocks() if type(outcome.value) is ContentParts else None
+    parts (``ContentParts.model_blocks``: an image the API would refuse is a line saying why)."""
+    value = outcome.value
+    pieces = value.model_blocks(tool) if type(value) is ContentParts else None
     if pieces is None:
         return outcome.text
     return [

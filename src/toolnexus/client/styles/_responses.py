@@ -346,7 +346,7 @@ class ResponsesStyle(Style):
             item: dict[str, Any] = {
                 "type": "function_call_output",
                 "call_id": call.id,
-                "output": _output(outcome),
+                "output": _output(call.name, outcome),
             }
             if call.caller is not None:
                 item["caller"] = dict(call.caller)
@@ -354,12 +354,14 @@ class ResponsesStyle(Style):
         return items
 
 
-def _output(outcome: Outcome) -> str | list[dict[str, Any]]:
+def _output(tool: str, outcome: Outcome) -> str | list[dict[str, Any]]:
     """A ``function_call_output``'s output: the outcome's text, or ``input_text`` and
-    ``input_image`` parts when it holds MCP image parts a model may see."""
+    ``input_image`` parts when it holds MCP image parts (``ContentParts.model_blocks``: an
+    image the API would refuse is a line saying why)."""
     if not outcome.ok:
         return FAILURE_MARK + outcome.text
-    pieces = outcome.value.model_blocks() if type(outcome.value) is ContentParts else None
+    value = outcome.value
+    pieces = value.model_blocks(tool) if type(value) is ContentParts else None
     if pieces is None:
         return outcome.text
     return [
