@@ -354,3 +354,184 @@ async def test_secrets_never_reach_logs_errors_or_reprs_and_tokens_are_kept_0600
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     tokens = await FileTokenStorage(stored).get_tokens()
     assert tokens is not None and tokens.access_token == ACCESS_TOKEN  # it was really used
+
+
+# -- schemas: no I/O, a refused tool stays one failure, a name listed twice ---------------------
+
+SCRIPTED = str(Path(__file__).parent / "mcp_scripted_server.py")
+
+
+def scripted(tmp_path: Path, script: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    path = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
+    path.write_text(json.dumps(script))
+    return {"command": sys.executable, "args": [SCRIPTED, str(path)], **extra}
+
+
+@contextlib.contextmanager
+def counting_http_server() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that serves a schema at every path and records each request."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = json.dumps({"type": "string"}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def remote_ref_schemas(base: str) -> dict[str, dict[str, Any]]:
+    """Input schemas whose references leave the document, each in another way."""
+    obj = {"type": "object"}
+    return {
+        "direct": {**obj, "properties": {"q": {"$ref": f"{base}/direct.json"}}},
+        "via_defs": {
+            **obj,
+            "properties": {"q": {"$ref": "#/$defs/q"}},
+            "$defs": {"q": {"$ref": f"{base}/via_defs.json"}},
+        },
+        "relative": {
+            "$id": f"{base}/root.json",
+            **obj,
+            "properties": {"q": {"$ref": "relative.json"}},
+        },
+        "dynamic": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            **obj,
+            "properties": {"q": {"$dynamicRef": f"{base}/dynamic.json#meta"}},
+        },
+    }
+
+
+async def test_a_remote_ref_in_an_mcp_schema_is_never_fetched_and_refuses_that_tool_only(
+    tmp_path: Path,
+) -> None:
+    with counting_http_server() as (base, hits):
+        tools_listed = [
+            {"name": name, "inputSchema": schema}
+            for name, schema in remote_ref_schemas(base).items()
+        ]
+        tools_listed.append(
+            {
+                "name": "typed_out",
+                "inputSchema": {"type": "object"},
+                "outputSchema": {"type": "object", "properties": {"n": {"$ref": f"{base}/o"}}},
+            }
+        )
+        tools_listed.append({"name": "fine", "inputSchema": {"type": "object"}})
+        config = {"s": scripted(tmp_path, {"tools": tools_listed})}
+        async with mcp_servers(config) as tools:
+            assert [t.name for t in tools] == ["s_fine"]
+            refused = {k: v for k, v in tools.failures.items() if k != "s"}
+            assert set(refused) == {f"s/{t['name']}" for t in tools_listed[:-1]}
+            assert "refs" not in tools.failures  # the server itself connected
+            for why in refused.values():
+                assert "'s'" in why and "fetched" in why and "\n" not in why
+            assert f"{base}/direct.json" in refused["s/direct"]
+            assert "relative.json" in refused["s/relative"]
+            assert "outputSchema" in refused["s/typed_out"]
+            calls = [
+                ToolCall(str(i), f"s_{t['name']}", {"q": "x"}) for i, t in enumerate(tools_listed)
+            ]
+            outcomes = await run_batch(calls, tools)
+    assert [o.error is None for o in outcomes] == [False] * (len(calls) - 1) + [True]
+    assert hits == []  # nothing was fetched, at listing or at a call
+
+
+@pytest.mark.parametrize("case", ["direct", "via_defs", "relative", "dynamic"])
+def test_a_native_tool_with_a_remote_ref_is_refused_as_it_is_built(case: str) -> None:
+    from toolnexus.errors import ConfigurationError
+    from toolnexus.tools import Tool
+
+    with counting_http_server() as (base, hits):
+        schema = remote_ref_schemas(base)[case]
+        with pytest.raises(ConfigurationError) as refused:
+            Tool("t", "", schema, execute=lambda args: "ran")
+    assert "Tool 't'" in str(refused.value) and "fetched" in str(refused.value)
+    ref = schema["properties"]["q"].get("$ref") or schema["properties"]["q"]["$dynamicRef"]
+    assert (ref if case != "via_defs" else f"{base}/via_defs.json") in str(refused.value)
+    assert hits == []
+
+
+async def test_a_tool_whose_schema_is_broken_is_one_failure_and_the_others_serve(
+    tmp_path: Path,
+) -> None:
+    obj = {"type": "object"}
+    listed = [
+        {"name": "dangling", "inputSchema": {**obj, "properties": {"a": {"$ref": "#/$defs/x"}}}},
+        {"name": "invalid", "inputSchema": {**obj, "properties": {"a": {"type": "nonsense"}}}},
+        {"name": "fine", "inputSchema": obj},
+    ]
+    config = {
+        "s": scripted(tmp_path, {"tools": listed}),
+        "other": scripted(tmp_path, {"tools": [listed[2]]}),
+    }
+    async with mcp_servers(config) as tools:
+        assert sorted(t.name for t in tools) == ["other_fine", "s_fine"]
+        assert set(tools.failures) == {"s/dangling", "s/invalid"}
+        assert "'#/$defs/x'" in tools.failures["s/dangling"]
+        assert "not a valid JSON Schema" in tools.failures["s/invalid"]
+        calls = [ToolCall("1", "s_dangling", {"a": 1}), ToolCall("2", "s_fine", {})]
+        dangling, fine = await run_batch(calls, tools)
+    assert dangling.error is not None and fine.value == "fine ran"
+
+
+async def test_a_model_calling_a_refused_tool_reads_an_error_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    from toolnexus import create_client
+    from toolnexus.testing import ScriptedModel
+
+    listed = [
+        {
+            "name": "dangling",
+            "inputSchema": {"type": "object", "properties": {"a": {"$ref": "#/x"}}},
+        },
+        {"name": "fine", "inputSchema": {"type": "object"}},
+    ]
+    model = ScriptedModel(
+        [[ToolCall("c1", "s_dangling", {"a": 1}), ToolCall("c2", "s_fine", {})], "done"]
+    )
+    async with mcp_servers({"s": scripted(tmp_path, {"tools": listed})}) as tools:
+        result = await create_client(model=model, code_mode="native").run("go", tools=tools)
+    assert result.status == "done" and result.text == "done"
+    dangling, fine = result.tool_calls
+    assert dangling.is_error and not fine.is_error and fine.output == "fine ran"
+
+
+async def test_a_tool_listed_twice_is_offered_and_checked_as_first_listed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def typed(field: str, kind: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+
+    listed = [
+        {"name": "twin", "description": "first", "inputSchema": {"type": "object"},
+         "outputSchema": typed("n", "integer")},
+        {"name": "twin", "description": "second", "inputSchema": {"type": "object"},
+         "outputSchema": typed("s", "string")},
+    ]  # fmt: skip
+    calls = {"twin": {"result": {"content": [], "structuredContent": {"n": 1}}}}
+    config = {"s": scripted(tmp_path, {"tools": listed, "calls": calls})}
+    with caplog.at_level(logging.WARNING, logger="toolnexus.mcp"):
+        async with mcp_servers(config) as tools:
+            (twin,) = tools
+            (outcome,) = await run_batch([ToolCall("1", "s_twin", {})], tools)
+    assert twin.description == "first"
+    assert outcome.error is None and outcome.value == {"n": 1}
+    assert "'twin'" in caplog.text and "more than once" in caplog.text

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from toolnexus.errors import ConfigurationError, MissingExtraError
 from toolnexus.session import events
+from toolnexus.tools._arguments import check_references
 from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value, notes
@@ -112,6 +113,7 @@ class McpTools(list[Tool]):
         self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
         self._listed: dict[str, tuple[_Link, list[Any]]] = {}
+        self._refused: list[str] = []  # the keys of `failures` naming a refused tool
         self.origins: dict[str, tuple[_Link, Any]] = {}
         """Each tool's name -> its server's link and the tool as the server listed it (the
         gateway passes the listing and the results through verbatim from these)."""
@@ -150,7 +152,8 @@ class McpTools(list[Tool]):
                 logger.exception("a listener of MCP tool changes failed")
 
     def _name_all(self) -> None:
-        """Wrap every server's tools under unique names (a clash renames every tool in it)."""
+        """Wrap every server's tools under unique names (a clash renames every tool in it); a
+        tool whose schema is refused (see `Tool`) is left out and named in `failures`."""
         pairs = [
             (server, tool.name)
             for server, (_, listed) in self._listed.items()
@@ -158,17 +161,34 @@ class McpTools(list[Tool]):
         ]
         bare = {server for server, (link, _) in self._listed.items() if not link.server.prefix}
         names = unique_names(pairs, self._reserved, bare=bare)
+        origins: dict[str, tuple[_Link, Any]] = {}
+        wrapped: list[Tool] = []
+        for key in self._refused:
+            self.failures.pop(key, None)
+        self._refused = []
+        for server, (link, listed) in self._listed.items():
+            for tool in _distinct(listed):
+                name = names[(server, tool.name)]
+                try:
+                    wrapped.append(_wrap(link.server, link, tool, name))
+                except ConfigurationError as exc:  # this tool only: the others are offered
+                    self._refuse(server, tool.name, str(exc))
+                    continue
+                origins[name] = (link, tool)
         self.renamed = {
-            names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair, bare=bare)
+            names[pair]: pair
+            for pair in pairs
+            if names[pair] in origins and names[pair] != tool_name(*pair, bare=bare)
         }
-        self.origins = {
-            names[(server, tool.name)]: (link, tool)
-            for server, (link, listed) in self._listed.items()
-            for tool in _distinct(listed)
-        }
-        self[:] = [
-            _wrap(link.server, link, tool, name) for name, (link, tool) in self.origins.items()
-        ]
+        self.origins = origins
+        self[:] = wrapped
+
+    def _refuse(self, server: str, tool: str, why: str) -> None:
+        """Leave out one tool of ``server``, named in `failures` as ``<server>/<tool>``."""
+        key = f"{server}/{tool}"
+        self._refused.append(key)
+        self.failures[key] = f"MCP server {server!r}: its tool was refused: {why}"
+        logger.warning("MCP server %r: its tool %r was refused: %s", server, tool, why)
 
 
 def _distinct(listed: list[Any]) -> list[Any]:
@@ -289,7 +309,7 @@ async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
         items.extend(getattr(page, kind))
         cursor = page.next_cursor
         if cursor is None:
-            return items
+            return _first_definitions(session, server, items) if kind == "tools" else items
         if cursor in seen:
             raise ConnectionError(
                 f"MCP server {server!r} sent a {kind}/list cursor it had sent before (page "
@@ -301,6 +321,29 @@ async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
         f"MCP server {server!r} was still paging {kind}/list after {MAX_LIST_PAGES} pages "
         f"({len(items)} items): none of it was taken"
     )
+
+
+def _first_definitions(session: Any, server: str, tools: list[Any]) -> list[Any]:
+    """A tool listing with each name once, as first listed, saying which names came twice.
+
+    The SDK checks a call's result against the output schema it saw last for the name; it is
+    given the kept listing again, so a call is checked against the definition offered."""
+    kept = _distinct(tools)
+    if len(kept) == len(tools):
+        return tools
+    twice = sorted(name for name, count in Counter(t.name for t in tools).items() if count > 1)
+    logger.warning(
+        "MCP server %r lists the tools %s more than once: the first definition of each is "
+        "offered, and its results are checked against it",
+        server,
+        ", ".join(repr(name) for name in twice),
+    )
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if absorb is not None:
+        from mcp.types import ListToolsResult
+
+        absorb(ListToolsResult(tools=kept), complete=True)
+    return kept
 
 
 def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
@@ -320,6 +363,8 @@ def _wrap(server: ServerConfig, link: _Link, tool: Any, name: str) -> Tool:
 
     schema = dict(tool.input_schema or {"type": "object"})
     schema.setdefault("type", "object")
+    if isinstance(tool.output_schema, dict):  # the SDK checks every result against it
+        check_references(name, "outputSchema", tool.output_schema)
     return Tool(
         name,
         description,
