@@ -726,17 +726,19 @@ async def test_one_tool_call_event_per_started_call_in_submission_order(probe: P
         for _ in range(5):
             await asyncio.sleep(0)
     # (each call's call_timing event is checked in tests/test_view_recording.py)
+    # Given the outer call's id, ids follow docs/scheduling.md ("<call_id>:code:<seq>"); the
+    # source stays the lane's owner's.
     assert [e for e in lane.logged_events() if e[0] == "tool_call"] == [
-        ("tool_call", {"id": "call_9:call:1", "name": "read", "arguments": {"id": "a"},
+        ("tool_call", {"id": "call_9:code:1", "name": "read", "arguments": {"id": "a"},
                        "mode": "parallel", "seq": 1, "source": "scheduler"}),
-        ("tool_call", {"id": "call_9:call:2", "name": "write", "arguments": {"id": "b"},
+        ("tool_call", {"id": "call_9:code:2", "name": "write", "arguments": {"id": "b"},
                        "mode": "exclusive", "seq": 2, "source": "scheduler",
                        "waited_for": {"seq": 1, "resource": "*"}}),
-        ("tool_call", {"id": "call_9:call:3", "name": "read",
+        ("tool_call", {"id": "call_9:code:3", "name": "read",
                        "arguments": {"id": "c", "gate": "never"},
                        "mode": "parallel", "seq": 3, "source": "scheduler",
                        "waited_for": {"seq": 2, "resource": "*"}}),
-        ("tool_call", {"id": "call_9:call:4", "name": "read",
+        ("tool_call", {"id": "call_9:code:4", "name": "read",
                        "arguments": {"id": "d", "gate": "never"},
                        "mode": "parallel", "seq": 4, "source": "scheduler",
                        "waited_for": {"seq": 2, "resource": "*"}}),

@@ -206,11 +206,13 @@ def _tool_name(tool: object) -> str:
 @dataclass(frozen=True)
 class AuditNaming:
     """How a lane's audit names its calls: the ``source`` of each ``tool_call`` event, and the
-    ``kind`` in each call's id, ``"<call_id>:<kind>:<seq>"`` (``"<kind>:<seq>"`` without one).
+    ``kind`` of a lane with no outer call, whose calls are ``"<kind>:<seq>"``.
 
-    Why the owner says it: the scheduler sits below Code Mode and must not speak for it. Code
-    Mode tells its lanes ``AuditNaming("code_mode", "code")``; a `Scheduler` used directly
-    names its calls as itself (`SCHEDULER_NAMING`).
+    A lane given an outer call id (a ``run_code`` call's) names its calls
+    ``"<call_id>:code:<seq>"`` whatever its kind, as docs/scheduling.md states: they are that
+    call's sub-calls. Why the owner says the rest: the scheduler sits below Code Mode and must
+    not speak for it. Code Mode tells its lanes ``AuditNaming("code_mode", "code")``; a
+    `Scheduler` used directly names its calls as itself (`SCHEDULER_NAMING`).
     """
 
     source: str
@@ -218,7 +220,7 @@ class AuditNaming:
 
     def prefix(self, call_id: str | None) -> str:
         """The id of a call of this lane, less its ``seq``."""
-        return f"{call_id}:{self.kind}:" if call_id else f"{self.kind}:"
+        return f"{call_id}:code:" if call_id else f"{self.kind}:"
 
 
 SCHEDULER_NAMING = AuditNaming("scheduler", "call")
@@ -246,7 +248,7 @@ class Scheduler:
             since the epoch), whether it failed, and what it declared and waited for.
         max_parallel: The most calls executing at once (positive int, default 10).
         call_id: The outer call's id (a ``run_code`` tool-call id), used to build each event's
-            ``"<call_id>:<naming.kind>:<seq>"`` id.
+            ``"<call_id>:code:<seq>"`` id; without it, ids are ``"<naming.kind>:<seq>"``.
         naming: How the lane's audit names its calls (`AuditNaming`): told by whoever owns the
             lane (Code Mode passes its own, ``"code_mode"`` and ``code``); a lane used
             directly is ``"scheduler"`` and ``call``.
