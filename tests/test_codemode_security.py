@@ -5,6 +5,7 @@ file system and environment were not touched."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import resource
 import subprocess
@@ -702,6 +703,43 @@ out
     assert result[5] > 100_000  # the full declaration, as the SDK renders it
     assert result[6].startswith('no tool named "nope\\n</x>"')
     assert result[7].startswith("no tool named " + "y" * 40)
+
+
+async def test_a_program_cannot_forge_its_lookup_audit_nor_bloat_it() -> None:
+    # A failed lookup's audit line holds only what the host decided (the call id, the function,
+    # the error) and the bounded arguments the lookup reads: a program calling the host hook
+    # itself cannot overwrite the id or the error, nor add fields; megabyte arguments are cut.
+    from toolnexus.codemode._discovery import MAX_QUERY_CHARS
+    from toolnexus.session import Session
+
+    forged = '{"id": "forged", "error": "none", "function": "x", "admin": True'
+    program = f"""
+out = []
+for fn, args in [("search_tools", {forged}, "query": 3}}),
+                 ("describe_tool", {forged}, "name": "n" * 2000000}}),
+                 ("search_tools", {{"query": "q" * 2000000, "limit": "L" * 2000000}})]:
+    try:
+        await _toolnexus_host(fn, args)
+    except ToolError as e:
+        out.append(len(str(e)))
+out
+"""
+    session = Session()
+    runtime = MontyRuntime(type_check=False)
+    try:
+        out = await run_program(program, [], runtime=runtime, session=session, call_id="c7")
+    finally:
+        await runtime.aclose()
+    assert len(out["result"]) == 3 and max(out["result"]) < 2 * MAX_QUERY_CHARS
+    lines = [e.data for e in session.events if e.type in ("tool_search", "tool_describe")]
+    assert len(lines) == 3
+    for line in lines:
+        assert line["id"] == "c7" and "admin" not in line
+        assert line["error"] != "none" and line["function"] in ("search_tools", "describe_tool")
+        assert len(json.dumps(line)) < 4 * MAX_QUERY_CHARS
+    assert set(lines[0]) == {"id", "function", "error", "query"}
+    assert set(lines[1]) == {"id", "function", "error", "name"}
+    assert set(lines[2]) == {"id", "function", "error", "query", "limit"}
 
 
 async def test_host_messages_of_the_wrong_shape_are_refused() -> None:

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from toolnexus._checks import positive_number
 from toolnexus._json import encodable_data, json_problem
+from toolnexus._snapshot import safe_repr
 from toolnexus._text import clip_middle_bytes
 from toolnexus._tracing import code_run_span, record_code_run
 from toolnexus.codemode._bindings import Binding, bindings
 from toolnexus.codemode._discovery import (
     DESCRIBE_TOOL,
+    MAX_QUERY_CHARS,
     SEARCH_TOOLS,
     ToolIndex,
     check_always_loaded,
@@ -225,7 +227,7 @@ def _host_caller(index: ToolIndex, session: Session | None, call_id: str | None)
                 value: Any = index.search(query, limit)  # type: ignore[arg-type]
                 found = [hit["name"] for hit in value]
                 event: Mapping[str, Any] = events.ToolSearchData(
-                    id=call_id, query=query, limit=limit, found=found
+                    id=call_id, query=_cut(query), limit=limit, found=found
                 )
                 kind = events.TOOL_SEARCH
             elif function == DESCRIBE_TOOL:
@@ -235,16 +237,39 @@ def _host_caller(index: ToolIndex, session: Session | None, call_id: str | None)
             else:
                 return Outcome.failure(function, f"no host function named {function!r}")
         except (ValueError, LookupError) as exc:
+            message = _cut(str(exc))
             if session is not None:
-                failed = {"id": call_id, "function": function, "error": str(exc), **fields}
-                kind = events.TOOL_SEARCH if function == SEARCH_TOOLS else events.TOOL_DESCRIBE
-                session.log_event(kind, encodable_data(failed))
-            return Outcome.failure(function, str(exc))
+                session.log_event(*_failed_lookup(call_id, function, fields, message))
+            return Outcome.failure(function, message)
         if session is not None:
             session.log_event(kind, encodable_data(event))
         return Outcome(value=value)
 
     return call_host
+
+
+def _cut(value: Any) -> Any:
+    """What an audit line keeps of a program's value: a string cut to the `MAX_QUERY_CHARS` a
+    search reads (a program can pass megabytes, every lookup of a run is logged); an int as it
+    is; anything else the short ``repr()`` of it."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_QUERY_CHARS else value[:MAX_QUERY_CHARS] + "..."
+    if value is None or (isinstance(value, int) and abs(value) < 10**18):
+        return value
+    return _cut(safe_repr(value)[:100])
+
+
+def _failed_lookup(
+    call_id: str | None, function: str, fields: Mapping[str, Any], message: str
+) -> tuple[str, Mapping[str, Any]]:
+    """A failed lookup's audit line. Why built field by field: the program chose ``fields``; a
+    line holds only what the host decided (the call id, the function, the error) and the
+    bounded arguments the lookup reads, never keys the program adds."""
+    wanted = ("query", "limit") if function == SEARCH_TOOLS else ("name",)
+    line: dict[str, Any] = {"id": call_id, "function": function, "error": message}
+    line.update({key: _cut(fields[key]) for key in wanted if key in fields})
+    kind = events.TOOL_SEARCH if function == SEARCH_TOOLS else events.TOOL_DESCRIBE
+    return kind, encodable_data(line)
 
 
 def _deliverable(name: str, outcome: Outcome) -> Outcome:
