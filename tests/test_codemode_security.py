@@ -705,6 +705,42 @@ out
     assert result[7].startswith("no tool named " + "y" * 40)
 
 
+@pytest.mark.parametrize(
+    "name", ["list", "str", "float", "dict", "Callable", "Literal", "overload", "Any", "Awaitable"]
+)
+async def test_a_tool_named_like_an_sdk_annotation_does_not_switch_the_type_check_off(
+    name: str,
+) -> None:
+    # A method `list` of Tools shadowed `list` in every later annotation of the class: wrong
+    # arguments ran (Callable, overload) or were checked against another tool's type (Literal).
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    tools = [
+        Tool(n, f"Doc of {n}.", schema, execute=lambda a: a["a"])
+        for n in (name, "get-weather", "zz")
+    ]
+    runtime = MontyRuntime()
+    try:
+        wrong = await run_program(
+            "await tools.zz({'a': 'x'})\nawait tools['get-weather']({'a': 2})",
+            tools,
+            runtime=runtime,
+        )
+        assert (
+            wrong["error"]["kind"] == "type_error" and "GetWeatherArgs" in wrong["error"]["message"]
+        )
+        own = await run_program(f"await tools[{name!r}]({{'a': 3}})", tools, runtime=runtime)
+        assert own["error"]["kind"] == "type_error"  # its own type, by name
+        right = await run_program(f"await tools[{name!r}]({{'a': 'ok'}})", tools, runtime=runtime)
+        assert right["result"] == "ok"
+    finally:
+        await runtime.aclose()
+    sdk = render_sdk("python", tools)
+    # each doc sits above its own declaration, a by-name tool's above its overload
+    lines = sdk.splitlines()
+    at = lines.index("    # Doc of get-weather.")
+    assert lines[at + 1] == "    @overload" and '"get-weather"' in lines[at + 2]
+
+
 async def test_a_program_cannot_forge_its_lookup_audit_nor_bloat_it() -> None:
     # A failed lookup's audit line holds only what the host decided (the call id, the function,
     # the error) and the bounded arguments the lookup reads: a program calling the host hook

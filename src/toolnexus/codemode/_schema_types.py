@@ -62,16 +62,27 @@ def safe_comment(text: str, prefix: str) -> list[str]:
 def python_attribute(name: str) -> bool:
     """Whether ``name`` can be written as ``tools.name`` in Python.
 
-    ASCII identifiers that are not keywords and do not start with an underscore (which keeps
-    every tool clear of the ``Tools`` class's own dunder methods). Every other name is reachable
-    as ``tools["name"]``. The JavaScript SDK quotes every name, so it needs no such test.
+    ASCII identifiers that are not keywords, do not start with an underscore (which keeps
+    every tool clear of the ``Tools`` class's own dunder methods) and are not a name the SDK's
+    annotations use (`SDK_NAMES`). Every other name is reachable as ``tools["name"]``. The
+    JavaScript SDK quotes every name, so it needs no such test.
     """
     return (
         name.isidentifier()
         and name.isascii()
         and not keyword.iskeyword(name)
         and not name.startswith("_")
+        and name not in SDK_NAMES
     )
+
+
+SDK_NAMES = frozenset(
+    {"Any", "Awaitable", "Callable", "Literal", "NotRequired", "TypedDict", "overload"}
+    | {"bool", "dict", "float", "int", "list", "object", "str", "tuple", "type"}
+)
+"""Names the Python SDK's annotations use. Why no tool is a method by such a name: a method
+``list`` of ``Tools`` shadows ``list`` in every later annotation of the class, so the type check
+of wrong arguments was switched off, or checked them against another tool's type."""
 
 
 def string_literal(value: str) -> str:

@@ -102,17 +102,18 @@ def _render_python(tools: list[Tool]) -> str:
         arg_type = types.expr(t.input_schema, pascal(t.name) + "Args")
         result_type = _result_type(types, t)
         default = " = ..." if _optional_args(t) else ""
-        attribute = python_attribute(t.name)
-        methods.extend(safe_comment(t.description, "    # ") if t.description else [])
-        methods.extend(_property_comments(t, "    # "))
-        if attribute:
+        doc = safe_comment(t.description, "    # ") if t.description else []
+        doc += _property_comments(t, "    # ")
+        if python_attribute(t.name):
             signature = f"(self, args: {arg_type}{default}, /) -> {result_type}: ..."
-            methods.append(f"    async def {t.name}{signature}")
-        else:  # reachable by name only: a typed overload of tools["name"]
-            items.append(
+            methods += [*doc, f"    async def {t.name}{signature}"]
+        else:  # reachable by name only: a typed overload of tools["name"], its doc above it
+            items += [
+                *doc,
+                "    @overload",
                 f"    def __getitem__(self, name: Literal[{python_literal(t.name)}]) -> "
-                f"Callable[[{arg_type}], Awaitable[{result_type}]]: ..."
-            )
+                f"Callable[[{arg_type}], Awaitable[{result_type}]]: ...",
+            ]
     body = [
         "ToolError = RuntimeError",
         *types.declarations,
@@ -148,19 +149,16 @@ _GETITEM_FALLBACK = (
 
 
 def _getitem_overloads(items: list[str]) -> list[str]:
-    """Typed ``tools["name"]`` for each tool whose name is not an identifier, then a fallback
-    for any other name.
+    """Typed ``tools["name"]`` for each tool whose name is not a method (``items``: each one's
+    doc, ``@overload`` and declaration), then a fallback for any other name.
 
     Why the fallback: a tool the policy denies is not declared, yet it is present at run time
     as a stub that fails like any failing tool; the program must be able to reach it by name.
     """
     if not items:
         return [_GETITEM_FALLBACK]
-    out: list[str] = []
-    for item in items:
-        out += ["    @overload", item]
     implementation = "    def __getitem__(self, name: str) -> Any: ..."
-    return [*out, "    @overload", _GETITEM_FALLBACK, implementation]
+    return [*items, "    @overload", _GETITEM_FALLBACK, implementation]
 
 
 def _property_comments(t: Tool, prefix: str) -> list[str]:
