@@ -301,7 +301,7 @@ MALFORMED_MESSAGES = [
     b'{"t": "call", "id": [1], "name": "echo", "args": {}}\n',
     b'{"t": "call", "id": true, "name": "echo", "args": {}}\n',
     b'{"t": "call", "id": 1, "name": ["echo"], "args": {}}\n',
-    b'{"t": "call", "id": 1, "name": "echo", "args": [1]}\n',
+    b'{"t": "call", "id": 1, "name": "echo"}\n',  # arguments not an object: the call fails (below)
     b'{"t": "call", "id": 1, "name": "echo", "args": {}}\n{"t": "call", "id": 1, "name": "echo", "args": {}}\n',
     b'{"t": "log", "stream": "stdin", "text": "x", "truncated": false}\n',
     b'{"t": "log", "stream": "stdout", "text": 5, "truncated": false}\n',
@@ -778,6 +778,34 @@ out
     assert set(lines[2]) == {"id", "function", "error", "query", "limit"}
 
 
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        ("tools.echo(5)", "arguments must be an object, got int"),
+        ("tools.echo([1])", "arguments must be an object, got list"),
+        ("tools.echo({a: 'x\\ud800'})", 'the arguments["a"] holds a lone surrogate'),
+        ("search_tools('x\\ud800')", 'the arguments["query"] holds a lone surrogate'),
+        ("describe_tool('x\\udc00')", 'the arguments["name"] holds a lone surrogate'),
+    ],
+)
+async def test_a_javascript_call_its_arguments_cannot_take_fails_that_call_catchably(
+    call: str, expected: str
+) -> None:
+    # As in Monty: that call fails with a ToolError the program catches, the run goes on. Before,
+    # a non-object ended the run as invalid_output, and a lone surrogate hung it to its budget
+    # with the raw protocol line logged as program output.
+    tools = [Tool("echo", "Echo.", {"type": "object"}, execute=lambda a: a)]
+    code = f"let r; try {{ r = await {call} }} catch (e) {{ r = [e.tool, e.message] }}\nreturn [r, await tools.echo({{a: 1}})]"
+    runtime = V8Runtime()
+    try:
+        out = await run_program(code, tools, runtime=runtime)
+    finally:
+        await runtime.aclose()
+    (tool, message), after = out["result"]
+    assert message.startswith(expected) and tool in ("echo", "search_tools", "describe_tool")
+    assert after == {"a": 1} and out.get("logs", []) == []
+
+
 async def test_host_messages_of_the_wrong_shape_are_refused() -> None:
     from toolnexus.codemode.runtimes._v8 import _message_problem
 
@@ -786,7 +814,9 @@ async def test_host_messages_of_the_wrong_shape_are_refused() -> None:
     assert "unknown function" in (_message_problem({**good, "fn": "eval"}, {}, set()) or "")
     assert "second call" in (_message_problem(good, {}, {1}) or "")
     assert "second call" in (_message_problem(good, {1: object()}, set()) or "")
-    assert "is a str" in (_message_problem({**good, "args": "x"}, {}, set()) or "")
+    assert "is a int" in (_message_problem({**good, "fn": 3}, {}, set()) or "")
+    # arguments that are not an object are the call's failure, not the protocol's (below)
+    assert _message_problem({**good, "args": "x"}, {}, set()) is None
     runtime = V8Runtime()
     try:
         js = "return [await search_tools('a'), typeof describe_tool]"

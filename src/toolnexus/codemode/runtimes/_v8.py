@@ -20,6 +20,7 @@ import base64
 import contextlib
 import contextvars
 import functools
+import json
 import logging
 import os
 import resource
@@ -33,7 +34,7 @@ from importlib import resources
 from typing import Any
 
 from toolnexus._checks import int_at_least, positive_int
-from toolnexus._json import dumps_plain, json_problem, loads_strict
+from toolnexus._json import dumps_plain, encodable_text, json_problem, loads_strict
 from toolnexus.codemode.runtimes._base import (
     Budgets,
     FailureKind,
@@ -562,8 +563,9 @@ class _Conversation(asyncio.Protocol):
         assert self._logs is not None
         try:  # decoded here: bytes would cost loads_strict a decoder per line
             message = loads_strict(line.decode())
-        except ValueError:  # not UTF-8 or not JSON
-            self._logs.write("stdout", line.decode(errors="replace") + "\n")
+        except ValueError as exc:  # not UTF-8, not JSON, or JSON no call can pass on
+            if not self._refuse(line, str(exc)):
+                self._logs.write("stdout", line.decode(errors="replace") + "\n")
             return
         problem = _message_problem(message, self.calls, self._host_ids)
         if problem:
@@ -594,7 +596,32 @@ class _Conversation(asyncio.Protocol):
         else:
             self._finish(_done(message, self._budgets))
 
-    def _host(self, call_id: int, function: str, args: dict[str, Any]) -> None:
+    def _refuse(self, line: bytes, problem: str) -> bool:
+        """Fail the call or lookup ``line`` asks for, when its arguments are JSON that cannot be
+        passed on (a lone surrogate, say), and say whether it was one.
+
+        Why fail just that call: the program then gets a ToolError it can catch, as Monty's
+        would, instead of waiting out its budget for an answer that never comes.
+        """
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if type(message) is not dict or message.get("t") not in ("call", "host"):
+            return False
+        call_id, name = message.get("id"), message.get("name", message.get("fn"))
+        if type(call_id) is not int or call_id in self.calls or call_id in self._host_ids:
+            return False
+        self._host_ids.add(call_id)  # answered now, like a lookup: no task, no lane
+        tool = encodable_text(name) if isinstance(name, str) else "?"
+        problem = json_problem(message.get("args"), "the arguments") or problem
+        reason = f"{encodable_text(problem)}, so they cannot be passed on"
+        error = {"t": "result", "id": call_id, "ok": False, "tool": tool, "message": reason}
+        self._outbox.append(dumps_plain(error).encode() + b"\n")
+        self._flush()
+        return True
+
+    def _host(self, call_id: int, function: str, args: Any) -> None:
         """Answer a host function now (it is no tool call: no task, no lane)."""
         self._host_ids.add(call_id)
         call_host = self._call_host
@@ -727,8 +754,8 @@ def _malformed(problem: str) -> RunReport:
 
 _FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "log": {"stream": str, "text": str, "truncated": bool},
-    "call": {"id": int, "name": str, "args": dict},
-    "host": {"id": int, "fn": str, "args": dict},
+    "call": {"id": int, "name": str, "args": object},  # the lane refuses args not an object,
+    "host": {"id": int, "fn": str, "args": object},  # as it does a Python program's
     "done": {"ok": bool},
 }
 _FAILED_DONE: dict[str, type | tuple[type, ...]] = {"kind": str, "message": str}
