@@ -806,6 +806,46 @@ async def test_a_javascript_call_its_arguments_cannot_take_fails_that_call_catch
     assert after == {"a": 1} and out.get("logs", []) == []
 
 
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_lookups_meet_their_own_bound_not_the_sub_call_budget(language: str) -> None:
+    # docs/codemode.md: lookups count against no sub-call budget, only their own 1,000 per run.
+    # Before, Monty's were counted against a budget derived from max_sub_calls (about 1,000 with
+    # max_sub_calls=2, the run killed) and V8's against nothing (every one logged).
+    from toolnexus.codemode.runtimes import MAX_LOOKUPS
+    from toolnexus.session import Session
+
+    n = MAX_LOOKUPS + 200
+    if language == "python":
+        runtime: Any = MontyRuntime(type_check=False, max_sub_calls=2)
+        code = f"""
+ok, failed = 0, ''
+for i in range({n}):
+    try:
+        await search_tools('echo')
+        ok += 1
+    except ToolError as e:
+        failed = str(e)
+[ok, failed, await tools.echo({{'a': 1}})]
+"""
+    else:
+        runtime = V8Runtime(max_sub_calls=2)
+        code = f"""let ok = 0, failed = '';
+for (let i = 0; i < {n}; i++) {{
+  try {{ await search_tools('echo'); ok++ }} catch (e) {{ failed = e.message }}
+}}
+return [ok, failed, await tools.echo({{a: 1}})]"""
+    tools = [Tool("echo", "Echo.", {"type": "object"}, execute=lambda a: a)]
+    session = Session()
+    try:
+        out = await run_program(code, tools, runtime=runtime, session=session)
+    finally:
+        await runtime.aclose()
+    ok, failed, echoed = out["result"]
+    assert ok == MAX_LOOKUPS and f"more than {MAX_LOOKUPS} lookups" in failed
+    assert echoed == {"a": 1}  # the sub-call budget is untouched
+    assert sum(e.type == "tool_search" for e in session.events) == MAX_LOOKUPS
+
+
 async def test_host_messages_of_the_wrong_shape_are_refused() -> None:
     from toolnexus.codemode.runtimes._v8 import _message_problem
 

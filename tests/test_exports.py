@@ -98,7 +98,7 @@ EXPECTED = {
         "tag_transport", "visible_tools",
     ],
     toolnexus.codemode.runtimes: [
-        "Budgets", "CodeRuntime", "FailureKind", "MontyRuntime", "ProgramFailure", "RunReport",
+        "MAX_LOOKUPS", "Budgets", "CodeRuntime", "FailureKind", "MontyRuntime", "ProgramFailure", "RunReport",
         "ToolCaller", "V8Runtime",
     ],
 }  # fmt: skip

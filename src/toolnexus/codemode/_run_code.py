@@ -35,6 +35,7 @@ from toolnexus.codemode._discovery import (
 from toolnexus.codemode._execution import Execution, disclosure_from, execution_from
 from toolnexus.codemode._modes import RUN_CODE_NAME, parse_mode
 from toolnexus.codemode._sdk import render_sdk
+from toolnexus.codemode.runtimes._base import MAX_LOOKUPS
 from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import AuditNaming, Outcome, Scheduler, snapshot
 from toolnexus.session import Session, events
@@ -217,9 +218,20 @@ _HOSTS: dict[type, bool] = {}
 def _host_caller(index: ToolIndex, session: Session | None, call_id: str | None) -> Any:
     """``call_host`` for one run: ``search_tools`` and ``describe_tool`` answered from
     ``index`` (the granted tools only), each logged in ``session`` as a bookkeeping event
-    (``tool_search`` / ``tool_describe``), never as a tool call or a message."""
+    (``tool_search`` / ``tool_describe``), never as a tool call or a message. At most
+    `MAX_LOOKUPS` per run are answered."""
+
+    lookups = 0
 
     def call_host(function: str, args: Any) -> Outcome:
+        nonlocal lookups
+        lookups += 1
+        if lookups > MAX_LOOKUPS:  # not logged: the bound is what keeps the session small
+            return Outcome.failure(
+                function,
+                f"the program made more than {MAX_LOOKUPS} lookups (search_tools, "
+                "describe_tool) in this run; use what it found",
+            )
         fields = args if isinstance(args, dict) else {}
         try:
             if function == SEARCH_TOOLS:

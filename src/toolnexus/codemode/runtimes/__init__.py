@@ -6,6 +6,7 @@ are keyword arguments of either.
 """
 
 from toolnexus.codemode.runtimes._base import (
+    MAX_LOOKUPS,
     Budgets,
     CodeRuntime,
     FailureKind,
@@ -17,6 +18,7 @@ from toolnexus.codemode.runtimes._monty import MontyRuntime
 from toolnexus.codemode.runtimes._v8 import V8Runtime
 
 __all__ = [
+    "MAX_LOOKUPS",
     "Budgets",
     "CodeRuntime",
     "FailureKind",

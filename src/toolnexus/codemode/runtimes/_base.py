@@ -21,6 +21,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.scheduling import Outcome
 
 __all__ = [
+    "MAX_LOOKUPS",
     "Budgets",
     "CodeRuntime",
     "FailureKind",
@@ -48,7 +49,12 @@ ToolCaller = Callable[[str, Any], Awaitable[Outcome]]
 HostCaller = Callable[[str, Any], Outcome]
 """``call_host(function, args) -> Outcome``: a host function of the program (``search_tools``,
 ``describe_tool``), answered at once and called on the event loop. Not a tool call: it takes
-no scheduler slot and counts against no sub-call budget."""
+no scheduler slot and counts against no sub-call budget, only `MAX_LOOKUPS`."""
+
+MAX_LOOKUPS = 1000
+"""The most host-function calls (lookups) one program run may make, whatever its
+``max_sub_calls``: each is answered and logged, so a program looping on ``search_tools`` must
+meet an end. The host answers the next one with a failure the program can catch."""
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024

@@ -29,6 +29,7 @@ import pydantic_monty as monty
 
 from toolnexus._checks import positive_int
 from toolnexus.codemode.runtimes._base import (
+    MAX_LOOKUPS,
     Budgets,
     HostCaller,
     Patience,
@@ -244,9 +245,10 @@ class MontyRuntime:
             "max_feed_duration_secs": b.timeout,
             "max_total_sleep_secs": b.timeout,
             "max_recursion_depth": 200,
-            # Monty counts about two suspensions per call (the call, its future); our own counter
-            # enforces max_sub_calls with a clear message, this is the backstop.
-            "max_suspensions": 4 * b.max_sub_calls + 1000,
+            # Monty counts about two suspensions per call (the call, its future) and per lookup;
+            # our own counters enforce max_sub_calls and MAX_LOOKUPS with a clear message, this
+            # is the backstop, past both.
+            "max_suspensions": 4 * (b.max_sub_calls + MAX_LOOKUPS) + 1000,
         }
 
     async def _ensure_pool(self) -> monty.Monty:
