@@ -535,3 +535,105 @@ async def test_a_tool_listed_twice_is_offered_and_checked_as_first_listed(
     assert twin.description == "first"
     assert outcome.error is None and outcome.value == {"n": 1}
     assert "'twin'" in caplog.text and "more than once" in caplog.text
+
+
+# -- secrets a server echoes back: scrubbed by value on every path ------------------------------
+
+BEARER = "bearer-token-do-not-leak-2718"
+API_KEY = "api-key-do-not-leak-3141"
+
+
+@contextlib.contextmanager
+def scripted_http(tmp_path: Path, script: dict[str, Any]) -> Iterator[str]:
+    """`mcp_scripted_server.py` over streamable HTTP in a subprocess; its URL."""
+    import subprocess
+
+    path = tmp_path / "script-http.json"
+    path.write_text(json.dumps(script))
+    process = subprocess.Popen(
+        [sys.executable, SCRIPTED, str(path), "http"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+ECHOING = {
+    "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("error", "failed", "ok")],
+    "calls": {
+        "error": {
+            "error": {
+                "code": -32000,
+                "message": "refused {authorization} (token {token}; headers {headers})",
+                "data": {"token": "{token}", "headers": "{headers}"},
+            }
+        },
+        "failed": {
+            "result": {"isError": True, "content": [{"type": "text", "text": "bad {token}"}]}
+        },
+    },
+}
+
+
+async def test_secrets_a_server_echoes_in_an_error_reach_no_error_transcript_or_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from toolnexus import create_client
+    from toolnexus.testing import ScriptedModel
+
+    headers = {"Authorization": f"Bearer {BEARER}", "X-Api-Key": API_KEY}
+    calls = [ToolCall("c1", "s_error", {}), ToolCall("c2", "s_failed", {})]
+    model = ScriptedModel([calls, "done"])
+    with scripted_http(tmp_path, ECHOING) as url, caplog.at_level(logging.DEBUG):
+        config = {"s": {"url": url, "headers": headers}}
+        async with mcp_servers(config) as tools:
+            error, failed, ok = await run_batch([*calls, ToolCall("c3", "s_ok", {})], tools)
+            result = await create_client(model=model, code_mode="native").run("go", tools=tools)
+    assert ok.value == "ok ran"  # the server did see the headers (it answers calls)
+    assert error.error is not None and failed.error is not None
+    assert "refused [redacted]" in error.error["message"]
+    assert "[redacted]" in failed.text
+    transcript = json.dumps(model.requests)
+    assert "refused [redacted]" in transcript
+    seen = [
+        error.error["message"],
+        error.text,
+        failed.text,
+        repr(failed.value),
+        transcript,
+        repr(result.tool_calls),
+        caplog.text,
+    ]
+    for text in seen:
+        for secret in (BEARER, API_KEY):
+            assert secret not in text
+
+
+@pytest.mark.parametrize("when", ["as_called", "as_awaited"])
+async def test_a_handler_that_raises_sends_the_server_its_type_only(
+    when: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    typed = "what the user typed: hunter2-do-not-send"
+
+    async def raising(context: Any, params: Any) -> Any:
+        raise KeyError(typed)
+
+    def raising_at_once(context: Any, params: Any) -> Any:  # raises before any await
+        raise KeyError(typed)
+
+    handler = raising_at_once if when == "as_called" else raising
+    record = tmp_path / "requests.jsonl"
+    config = {"r": raw(record=record, elicitation_handler=handler)}
+    with caplog.at_level(logging.DEBUG):
+        async with mcp_servers(config) as tools:
+            (outcome,) = await run_batch([ToolCall("1", "r_ask_defaults", {})], tools)
+    answer = json.loads(outcome.value)  # what the server got, as it echoes it
+    assert answer["error"]["message"] == "the client's elicitation handler failed (KeyError)"
+    assert typed not in record.read_text()
+    assert "elicitation handler raised KeyError" in caplog.text

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import json
 import logging
 import re
 import sys
@@ -172,7 +173,7 @@ class McpTools(list[Tool]):
                 try:
                     wrapped.append(_wrap(link.server, link, tool, name))
                 except ConfigurationError as exc:  # this tool only: the others are offered
-                    self._refuse(server, tool.name, str(exc))
+                    self._refuse(server, tool.name, link.secrets.redact(str(exc)))
                     continue
                 origins[name] = (link, tool)
         self.renamed = {
@@ -406,6 +407,7 @@ async def _open(
         parameters = StdioServerParameters(
             command=server.command or "", args=list(server.args), env=server.env, cwd=server.cwd
         )
+        secrets.guard_logs()  # the SDK's loggers exist once its modules are imported
         read, write = await stack.enter_async_context(stdio_client(parameters, _server_log()))
     else:
         assert server.url is not None
@@ -415,6 +417,7 @@ async def _open(
         if server.transport == "sse":
             from mcp.client.sse import sse_client
 
+            secrets.guard_logs()
             read, write = await stack.enter_async_context(
                 sse_client(
                     server.url, headers=server.headers, timeout=server.connect_timeout, auth=auth
@@ -424,6 +427,7 @@ async def _open(
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
+            secrets.guard_logs()
             http = await stack.enter_async_context(
                 create_mcp_http_client(headers=server.headers, auth=auth)
             )
@@ -553,16 +557,27 @@ class _Link:
             try:
                 answer = request.result()
                 await progress.settled()  # its notifications reach the hook before its answer
-                return answer
             except Exception as exc:
-                if _plain(exc):  # rebuilt with the server's secrets scrubbed from its message
-                    raise type(exc)(self.secrets.redact(str(exc))) from None
+                scrubbed = self.secrets.scrubbed(exc)  # a server echoing a header or token
+                if scrubbed is not None:
+                    raise scrubbed from None
                 raise
+            return self._scrubbed_failure(answer)
         raise ConnectionError(
             f"MCP server {self.server.name!r} sent a message that could not be read while "
             f"this call waited ({unreadable.result()}); it may have been this call's answer, "
             "so the call failed (its outcome on the server is unknown)"
         )
+
+    def _scrubbed_failure(self, answer: Any) -> Any:
+        """A failed ``CallToolResult`` (``isError``) with the server's secrets scrubbed from
+        it, as from an error answer; any other answer as it is (the tool's own data)."""
+        if not (self.secrets and getattr(answer, "is_error", False)):
+            return answer
+        dumped = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if not self.secrets.leaks(json.dumps(dumped)):
+            return answer
+        return type(answer).model_validate(self.secrets.scrub(dumped))
 
     async def _call_driven(self, name: str, args: dict[str, Any], progress: Any) -> Any:
         """``tools/call``, with a server's ``InputRequiredResult`` (SEP-2322) answered through
@@ -800,11 +815,6 @@ def _asks(answer: Any) -> bool:
     from mcp.types import InputRequiredResult
 
     return isinstance(answer, InputRequiredResult)
-
-
-def _plain(exc: Exception) -> bool:
-    """Whether ``exc`` can be rebuilt from its message alone (to redact it)."""
-    return type(exc) in (ConnectionError, RuntimeError, ValueError, TimeoutError)
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:

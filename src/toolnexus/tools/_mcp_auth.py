@@ -14,21 +14,26 @@ step of the authorization-code grant goes through the user's ``redirect_handler(
 ``callback_handler()``; `headless_authorization` is the pair for CI and tests, where the
 authorization endpoint redirects at once.
 
-Secrets (client secrets, tokens, authorization codes) never appear in a `ServerConfig`'s
-repr, in a log line or in an error message of toolnexus: `Secrets.redact` scrubs every
-message about a server that has any.
+Secrets (header values, client secrets, tokens) never appear in a `ServerConfig`'s repr, in a
+log line, in a call's error or in an error message of toolnexus: `Secrets` scrubs them by value
+from every message about a server that has any, and from what a server echoes back.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import logging
 import os
+import re
 import tempfile
+import traceback
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, quote, urlparse
 
 from toolnexus.errors import ConfigurationError
 
@@ -62,21 +67,135 @@ AUTH_KEYS = {
 }
 
 
+MIN_SECRET = 6
+"""The shortest value scrubbed as a secret: shorter ones would blank ordinary words."""
+
+_CREDENTIAL = re.compile(r"^\s*[A-Za-z][\w.~+/-]*\s+(\S.*?)\s*$")
+"""A header value of the form ``<scheme> <credentials>`` (``Bearer <t>``, ``Basic <b64>``)."""
+
+
+def _parts(value: str) -> set[str]:
+    """``value`` and the secrets inside it: the credentials after an auth scheme, and for
+    ``Basic`` their decoded ``user:password`` and the password; each also percent-encoded."""
+    found = {value, value.strip()}
+    scheme = _CREDENTIAL.match(value)
+    if scheme is not None:
+        credential = scheme.group(1)
+        found.add(credential)
+        if value.split(None, 1)[0].lower() == "basic":
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                pair = base64.b64decode(credential, validate=True).decode()
+                found.update((pair, pair.partition(":")[2]))
+    found.update({quote(part, safe="") for part in found})
+    return {part for part in found if len(part) >= MIN_SECRET}
+
+
 class Secrets:
-    """The secret values of one server's auth, to scrub from any text about it."""
+    """The secret values of one server (its header values, tokens, client secret), to scrub
+    from any text about it, by value: each whole and wherever it is part of a longer text.
+
+    A header value ``<scheme> <credentials>`` (``Authorization: Bearer <t>``) also makes its
+    credentials a secret on their own. While a server is connected, `guard_logs` scrubs its
+    secrets from every log record of toolnexus, the ``mcp`` SDK and httpx, too.
+    """
 
     def __init__(self) -> None:
         self._values: set[str] = set()
+        self._ordered: list[str] = []  # longest first, so a secret inside another goes too
 
     def add(self, *values: Any) -> None:
-        """Remember ``values`` (strings of 6 characters or more) as secrets."""
-        self._values.update(v for v in values if isinstance(v, str) and len(v) >= 6)
+        """Remember ``values`` (strings of `MIN_SECRET` characters or more) as secrets."""
+        for value in values:
+            if isinstance(value, str):
+                self._values.update(_parts(value))
+        self._ordered = sorted(self._values, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
 
     def redact(self, text: str) -> str:
         """``text`` with every known secret replaced by ``[redacted]``."""
-        for value in sorted(self._values, key=len, reverse=True):
-            text = text.replace(value, "[redacted]")
+        for value in self._ordered:
+            if value in text:
+                text = text.replace(value, "[redacted]")
         return text
+
+    def leaks(self, text: str) -> bool:
+        """Whether ``text`` holds a known secret."""
+        return any(value in text for value in self._ordered)
+
+    def scrub(self, value: Any) -> Any:
+        """``value`` (JSON-like data) with every string in it, keys too, redacted."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, (list, tuple)):
+            return [self.scrub(item) for item in value]
+        if isinstance(value, dict):
+            return {self.scrub(k): self.scrub(v) for k, v in value.items()}
+        return value
+
+    def scrubbed(self, exc: BaseException) -> BaseException | None:
+        """A copy of ``exc`` with the secrets scrubbed from its message (and, for the SDK's
+        ``MCPError``, from its data), when it or an exception it chains holds any; else
+        ``None``. The copy has the same type when that type can be rebuilt from a message (or
+        is ``MCPError``), else it is a ``RuntimeError`` naming the type; raise it ``from None``
+        so the original chain, secrets and all, is not printed with it."""
+        if not self._values or not self.leaks("".join(traceback.format_exception(exc))):
+            return None
+        from mcp.shared.exceptions import MCPError
+
+        if isinstance(exc, MCPError):
+            return MCPError(exc.code, self.redact(exc.message), self.scrub(exc.data))
+        text = self.redact(str(exc))
+        with contextlib.suppress(Exception):
+            copy = type(exc)(text)
+            if str(copy) == text:
+                return copy
+        return RuntimeError(f"{type(exc).__name__}: {text}")
+
+    def guard_logs(self) -> None:
+        """Scrub these secrets from log records (see `_ScrubLogs`) while this object lives."""
+        _LIVE.add(self)
+        for name, logger in list(logging.Logger.manager.loggerDict.items()):
+            if (
+                isinstance(logger, logging.Logger)
+                and name.split(".", 1)[0] in GUARDED_LOGGERS
+                and _SCRUB_LOGS not in logger.filters
+            ):
+                logger.addFilter(_SCRUB_LOGS)
+
+
+GUARDED_LOGGERS = frozenset({"toolnexus", "mcp", "httpx", "httpx2", "httpcore", "httpcore2"})
+"""The top-level names of the loggers `Secrets.guard_logs` scrubs (each logger under them)."""
+
+_LIVE: weakref.WeakSet[Secrets] = weakref.WeakSet()
+
+
+class _ScrubLogs(logging.Filter):
+    """Rewrites a log record holding a live server's secret: its message, and its traceback
+    (formatted here, then dropped as ``exc_info``) redacted. A logger's filters see only the
+    records made at that logger, so this one is added to each guarded logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        live = [secrets for secrets in list(_LIVE) if secrets]
+        if not live:
+            return True
+        with contextlib.suppress(Exception):  # a record whose message cannot be formatted
+            message = record.getMessage()
+            if any(secrets.leaks(message) for secrets in live):
+                for secrets in live:
+                    message = secrets.redact(message)
+                record.msg, record.args = message, ()
+        if record.exc_info and record.exc_info[1] is not None:
+            shown = record.exc_text or logging.Formatter().formatException(record.exc_info)
+            if any(secrets.leaks(shown) for secrets in live):
+                for secrets in live:
+                    shown = secrets.redact(shown)
+                record.exc_info, record.exc_text = None, shown
+        return True
+
+
+_SCRUB_LOGS = _ScrubLogs()
 
 
 class _Storage:

@@ -16,9 +16,10 @@ Around the user's handler, the client:
 * declines, without asking the handler, a form that asks for a secret (a field of format
   ``password``, or named like a password, secret, token or API key): the spec says servers
   must not ask for sensitive data in a form, only through URL mode;
-* answers the server with an error when the handler raises or takes longer than
-  ``handler_timeout``: the server then fails its call, which comes back to the model as a
-  failed call (the lane goes on).
+* answers the server with an error when the handler raises (as it is called or as it is
+  awaited) or takes longer than ``handler_timeout``, naming the exception's type only (its
+  message may hold what the user typed): the server then fails its call, which comes back to
+  the model as a failed call (the lane goes on).
 """
 
 from __future__ import annotations
@@ -97,13 +98,14 @@ def _with_defaults(schema: Any, content: dict[str, Any] | None) -> dict[str, Any
 
 
 async def _bounded(
-    server: str, what: str, answer: Awaitable[Any], seconds: float | None
+    server: str, what: str, answer: Callable[[], Awaitable[Any]], seconds: float | None
 ) -> tuple[Any, Any]:
-    """``(result, None)`` from the user's handler, or ``(None, ErrorData)`` for the server."""
+    """``(result, None)`` from the user's handler (called here, so a handler raising as it is
+    called is caught too), or ``(None, ErrorData)`` for the server."""
     from mcp.types import INTERNAL_ERROR, ErrorData
 
     try:
-        return await asyncio.wait_for(answer, seconds), None
+        return await asyncio.wait_for(answer(), seconds), None
     except TimeoutError:
         logger.warning("MCP server %r: the %s handler did not answer in time", server, what)
         return None, ErrorData(
@@ -157,7 +159,9 @@ def callbacks(
                         secret,
                     )
                     return ElicitResult(action="decline")
-            result, error = await _bounded(server, "elicitation", handler(context, params), timeout)
+            result, error = await _bounded(
+                server, "elicitation", lambda: handler(context, params), timeout
+            )
             if error is not None:
                 return error
             if (
@@ -176,7 +180,9 @@ def callbacks(
         sampler = sampling
 
         async def sample(context: Any, params: Any) -> Any:
-            result, error = await _bounded(server, "sampling", sampler(context, params), timeout)
+            result, error = await _bounded(
+                server, "sampling", lambda: sampler(context, params), timeout
+            )
             return error if error is not None else result
 
         found["sampling_callback"] = sample
@@ -184,7 +190,7 @@ def callbacks(
         asker = roots
 
         async def ask_roots(context: Any) -> Any:
-            result, error = await _bounded(server, "roots", asker(context), timeout)
+            result, error = await _bounded(server, "roots", lambda: asker(context), timeout)
             return error if error is not None else result
 
         found["list_roots_callback"] = ask_roots
