@@ -8,6 +8,8 @@ MODE picks what ``tools/list`` does:
 * ``paged``: 15 tools (``t00`` .. ``t14``) in pages of 5;
 * ``endless``: a new cursor on every page, forever;
 * ``cyclic``: pages whose cursors go a -> b -> a;
+* ``emptycursor``: 15 tools in pages of 5, the last page with a ``nextCursor`` of ``""``
+  (the end of the list, as some servers say it);
 * ``plain``: one page.
 
 Every mode offers, beside the listed tools, these calls (by tool name):
@@ -80,12 +82,14 @@ def tool(name: str) -> dict[str, object]:
 
 
 def listing(cursor: str | None) -> dict[str, object]:
-    if MODE == "paged":
+    if MODE in ("paged", "emptycursor"):
         start = int(cursor or 0)
         names = [f"t{i:02}" for i in range(start, min(start + 5, 15))]
         page: dict[str, object] = {"tools": [tool(n) for n in names]}
         if start + 5 < 15:
             page["nextCursor"] = str(start + 5)
+        elif MODE == "emptycursor":
+            page["nextCursor"] = ""
         if start == 0:
             page["tools"] = [*page["tools"], *(tool(n) for n in [*EXTRA, *TASKS])]  # type: ignore[misc]
         return page

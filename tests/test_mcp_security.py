@@ -266,3 +266,13 @@ async def test_secrets_never_reach_logs_errors_or_reprs_and_tokens_are_kept_0600
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     tokens = await FileTokenStorage(stored).get_tokens()
     assert tokens is not None and tokens.access_token == ACCESS_TOKEN  # it was really used
+
+
+async def test_an_empty_next_cursor_ends_the_list(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"p": raw("emptycursor", record)}) as tools:
+        assert tools.failures == {}
+        listed = sorted(t.name for t in tools if t.name[3:].isdigit())
+    assert listed == [f"p_t{i:02}" for i in range(15)]
+    pages = [r for r in requests(record) if r["method"] == "tools/list"]
+    assert [(r["params"] or {}).get("cursor") for r in pages] == [None, "5", "10"]

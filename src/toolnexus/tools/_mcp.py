@@ -267,7 +267,7 @@ def task_support(tool: Any) -> str:
 
 async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
     """Every item of a listing (``kind``: ``"tools"``, ``"resources"``, ``"prompts"`` or
-    ``"resource_templates"``), following ``nextCursor`` to the end.
+    ``"resource_templates"``), following ``nextCursor`` to the end (no cursor, or ``""``).
 
     Raises:
         ConnectionError: the server paged past `MAX_LIST_PAGES`, or sent a cursor it had sent
@@ -283,7 +283,7 @@ async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
         page = await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         items.extend(getattr(page, kind))
         cursor = page.next_cursor
-        if cursor is None:
+        if not cursor:  # absent, or "" (which some servers send on the last page)
             return items
         if cursor in seen:
             raise ConnectionError(
