@@ -10,7 +10,10 @@ MODE picks what ``tools/list`` does:
 * ``cyclic``: pages whose cursors go a -> b -> a;
 * ``emptycursor``: 15 tools in pages of 5, the last page with a ``nextCursor`` of ``""``
   (the end of the list, as some servers say it);
-* ``plain``: one page.
+* ``plain``: one page;
+* ``notasks``: one page, from a server that declares no ``tasks`` capability: it ignores a
+  call's ``task`` field and answers every call plainly (``<name> ran``), as the 2025-11-25
+  spec has such a server do.
 
 Every mode offers, beside the listed tools, these calls (by tool name):
 
@@ -24,6 +27,10 @@ Every mode offers, beside the listed tools, these calls (by tool name):
 * ``task_no_result``: a task that reports ``completed`` and whose ``tasks/result`` is empty;
 * ``task_optional``: ``taskSupport: optional``: as a task it completes after two polls
   (``task_optional done``), called plainly it answers at once (``task_optional ran``);
+* ``task_plain``: ``taskSupport: optional``, answered plainly (``task_plain ran``) even when
+  called as a task;
+* ``task_progress``: a task (``taskSupport: required``) that sends a progress notification on
+  the create request's ``progressToken`` before each ``tasks/get`` answer (1 of 2, 2 of 2);
 * ``ask_password``: asks the client, by ``elicitation/create``, for a password field;
 * ``ask_defaults``: asks for a form with defaults and returns what the client answered.
 
@@ -47,7 +54,8 @@ EXTRA = [
     "ask_defaults",
 ]  # fmt: skip
 TASKS = ["task", "task_forever", "task_no_result"]
-OPTIONAL_TASKS = ["task_optional"]
+OPTIONAL_TASKS = ["task_optional", "task_plain"]
+LATE_TASKS = ["task_progress"]  # in the one-page listings only
 
 
 def send(message: dict[str, object]) -> None:
@@ -74,7 +82,7 @@ def tool(name: str) -> dict[str, object]:
         "description": f"The tool {name}.",
         "inputSchema": SCHEMA,
     }
-    if name in TASKS:
+    if name in TASKS or name in LATE_TASKS:
         spec["execution"] = {"taskSupport": "required"}
     if name in OPTIONAL_TASKS:
         spec["execution"] = {"taskSupport": "optional"}
@@ -101,7 +109,8 @@ def listing(cursor: str | None) -> dict[str, object]:
             "tools": [tool(f"c{cursor or 'start'}")],
             "nextCursor": "b" if cursor == "a" else "a",
         }
-    return {"tools": [tool(n) for n in ["t00", *EXTRA, *TASKS, *OPTIONAL_TASKS]]}
+    names = ["t00", *EXTRA, *TASKS, *OPTIONAL_TASKS, *LATE_TASKS]
+    return {"tools": [tool(n) for n in names]}
 
 
 ANNOTATIONS = {"audience": ["user"], "priority": 0.5}
@@ -170,8 +179,16 @@ def task(task_id: str, status: str) -> dict[str, object]:
     }  # fmt: skip
 
 
+def capabilities() -> dict[str, object]:
+    declared: dict[str, object] = {"tools": {"listChanged": True}}
+    if MODE != "notasks":
+        declared["tasks"] = {"requests": {"tools": {"call": {}}}, "cancel": {}}
+    return declared
+
+
 def main() -> None:
     polls: dict[str, int] = {}
+    tokens: dict[str, object] = {}  # a task's id -> the progressToken of the call creating it
     waiting: dict[str, object] = {}  # id of our elicitation request -> the call waiting on it
     for line in sys.stdin:
         message = json.loads(line)
@@ -189,17 +206,19 @@ def main() -> None:
         if method == "initialize":
             result(request_id, {
                 "protocolVersion": params["protocolVersion"],
-                "capabilities": {"tools": {"listChanged": True}, "tasks": {"requests": {"tools": {"call": {}}}, "cancel": {}}},
+                "capabilities": capabilities(),
                 "serverInfo": {"name": "raw", "version": "1"},
             })  # fmt: skip
         elif method == "tools/list":
             result(request_id, listing(params.get("cursor")))
         elif method == "tools/call":
             name = params["name"]
-            if name in OPTIONAL_TASKS and "task" in params:
+            if MODE == "notasks" or name == "task_plain":
+                result(request_id, content(name))
+            elif name in OPTIONAL_TASKS and "task" in params:
                 polls[name] = 0
                 result(request_id, {"task": task(name, "working")})
-            elif name in TASKS:
+            elif name in TASKS or name in LATE_TASKS:
                 if "task" not in params:
                     send(
                         {
@@ -210,6 +229,7 @@ def main() -> None:
                     )
                     continue
                 polls[name] = 0
+                tokens[name] = (params.get("_meta") or {}).get("progressToken")
                 result(request_id, {"task": task(name, "working")})
             elif name in ("ask_password", "ask_defaults"):
                 ours = f"ask-{request_id}"
@@ -240,6 +260,13 @@ def main() -> None:
             task_id = params["taskId"]
             polls[task_id] = polls.get(task_id, 0) + 1
             done = task_id != "task_forever" and polls[task_id] >= 2
+            if task_id == "task_progress" and tokens.get(task_id) is not None:
+                progress = {
+                    "progressToken": tokens[task_id],
+                    "progress": polls[task_id],
+                    "total": 2,
+                }
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
             result(request_id, task(task_id, "completed" if done else "working"))
         elif method == "tasks/result":
             task_id = params["taskId"]

@@ -276,3 +276,47 @@ async def test_an_empty_next_cursor_ends_the_list(tmp_path: Path) -> None:
     assert listed == [f"p_t{i:02}" for i in range(15)]
     pages = [r for r in requests(record) if r["method"] == "tools/list"]
     assert [(r["params"] or {}).get("cursor") for r in pages] == [None, "5", "10"]
+
+
+def task_calls(record: Path) -> dict[str, dict[str, Any]]:
+    """Each tool's ``tools/call`` params as the server received them, by tool name."""
+    return {
+        r["params"]["name"]: r["params"] for r in requests(record) if r["method"] == "tools/call"
+    }
+
+
+async def test_a_server_without_the_tasks_capability_is_never_sent_a_task(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("notasks", record, task_calls="optional")}) as tools:
+        outcomes = await run_batch(
+            [ToolCall("1", "r_task", {}), ToolCall("2", "r_task_optional", {})], tools
+        )
+    assert [o.value for o in outcomes] == ["task ran", "task_optional ran"]
+    sent = task_calls(record)
+    assert set(sent) == {"task", "task_optional"}
+    assert not [name for name, params in sent.items() if "task" in params]
+    assert not [r for r in requests(record) if r["method"].startswith("tasks/")]
+
+
+async def test_a_plain_answer_to_a_task_call_is_the_calls_result(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, task_calls="optional")}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_task_plain", {})], tools)
+    assert outcome.error is None and outcome.value == "task_plain ran"
+    assert "task" in task_calls(record)["task_plain"]  # it was asked as a task
+
+
+async def test_a_running_tasks_progress_reaches_on_progress(tmp_path: Path) -> None:
+    heard: list[tuple[str, str, float, float | None]] = []
+
+    async def on_progress(
+        server: str, tool: str, progress: float, total: float | None, message: str | None
+    ) -> None:
+        heard.append((server, tool, progress, total))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, on_progress=on_progress)}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_task_progress", {})], tools)
+    assert outcome.value == "task_progress done"
+    assert "progressToken" in task_calls(record)["task_progress"]["_meta"]
+    assert heard == [("r", "task_progress", 1.0, 2.0), ("r", "task_progress", 2.0, 2.0)]

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import itertools
 import logging
 import re
 import sys
@@ -35,7 +36,7 @@ from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value
 from toolnexus.tools._mcp_handlers import callbacks, session_class
-from toolnexus.tools._mcp_tasks import call_as_task
+from toolnexus.tools._mcp_tasks import call_as_task, takes_tasks
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
 
@@ -454,6 +455,8 @@ class _Link:
         self._relisting: set[asyncio.Task[None]] = set()
         self.gone: str | None = None  # why the connection ended, once it has
         self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
+        self._tasks_progress: dict[str, _Progress] = {}  # a running task's token -> its callback
+        self._tokens = itertools.count(1)
         self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold())
@@ -474,8 +477,9 @@ class _Link:
     async def call(
         self, name: str, args: dict[str, Any], *, as_task: bool = False, ctx: Any = None
     ) -> Any:
-        """The server's answer to one ``tools/call`` (run as a task when ``as_task``), asking
-        for progress (see `_progress`).
+        """The server's answer to one ``tools/call`` (run as a task when ``as_task`` and the
+        server declares task-augmented calls, see `takes_tasks`), asking for progress (see
+        `_progress`; a task's comes for as long as it runs, through `_notified`).
 
         Raises:
             ConnectionError: the server is gone, or it sent a message that could not be read
@@ -487,8 +491,11 @@ class _Link:
         unreadable: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.add(unreadable)
         progress = self._progress(name, getattr(ctx, "session", None))
-        if as_task:
-            sent = call_as_task(self.session, self.server.name, name, args, progress)
+        token = None
+        if as_task and takes_tasks(self.session.server_capabilities):
+            token = f"toolnexus-task-{next(self._tokens)}"
+            self._tasks_progress[token] = progress
+            sent = call_as_task(self.session, self.server.name, name, args, token)
         else:
             sent = self._call_driven(name, args, progress)
         request = asyncio.ensure_future(sent)
@@ -497,6 +504,8 @@ class _Link:
             await asyncio.wait({request, unreadable}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._waiting.discard(unreadable)
+            if token is not None:
+                self._tasks_progress.pop(token, None)
             if not request.done():
                 request.cancel()  # the SDK tells the server the request is abandoned
         if not unreadable.done() or (request.done() and not request.cancelled()):
@@ -604,12 +613,16 @@ class _Link:
 
     async def _notified(self, message: Any) -> None:
         """A message from the server: a changed tool list is listed again, in a task of its
-        own (the session's reader delivers the answer, so it must not wait here); a message
-        the transport could not parse fails the waiting calls."""
+        own (the session's reader delivers the answer, so it must not wait here); a running
+        task's progress goes to its call's callback; a message the transport could not parse
+        fails the waiting calls."""
         from mcp.types import ToolListChangedNotification
 
         if isinstance(message, ValueError):  # pydantic's ValidationError and json's errors
             self._unreadable(message)
+        elif (callback := self._task_progress(message)) is not None:
+            params = message.params
+            await callback(params.progress, params.total, params.message)
         elif isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
             task = asyncio.ensure_future(self.on_tools_changed())
             self._relisting.add(task)
@@ -621,6 +634,14 @@ class _Link:
                 logger.exception(
                     "passing on a notification of MCP server %r failed", self.server.name
                 )
+
+    def _task_progress(self, message: Any) -> _Progress | None:
+        """The callback of the running task whose progress ``message`` is, if it is one."""
+        from mcp.types import ProgressNotification
+
+        if not isinstance(message, ProgressNotification):
+            return None
+        return self._tasks_progress.get(str(message.params.progress_token))
 
     def _announces_changes(self) -> bool:
         """Whether the server is on a per-request revision (2026-07-28) and says its tool list
