@@ -11,6 +11,15 @@ MODE picks what ``tools/list`` does:
 * ``emptycursor``: 15 tools in pages of 5, the last page with a ``nextCursor`` of ``""``
   (the end of the list, as some servers say it);
 * ``plain``: one page;
+* ``changing``: the tools ``v<version>`` (the list's version, from 0), ``bump`` and ``ping``;
+  calling ``bump`` announces a change (``notifications/tools/list_changed``), and the next
+  ``tools/list`` is answered late (after 0.5 s, or as soon as another ``tools/list`` has been
+  answered), announcing another change meanwhile: an older answer comes after a newer one
+  to a client that lists again at each announcement;
+* ``changed_early``: as ``changing``, with a change announced as the first ``tools/list``
+  (the client's, while it connects) is answered;
+* ``storm``: 500 tools (``s000`` .. ``s499``) and ``storm``, which announces 200 changes, each
+  of them of ``s000``'s description alone (``version <n>``);
 * ``notasks``: one page, from a server that declares no ``tasks`` capability: it ignores a
   call's ``task`` field and answers every call plainly (``<name> ran``), as the 2025-11-25
   spec has such a server do.
@@ -43,6 +52,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import threading
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "plain"
 RECORD = sys.argv[2] if len(sys.argv) > 2 else None
@@ -58,9 +68,13 @@ OPTIONAL_TASKS = ["task_optional", "task_plain"]
 LATE_TASKS = ["task_progress"]  # in the one-page listings only
 
 
+WRITING = threading.Lock()  # a late answer is written from a timer's thread
+
+
 def send(message: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    with WRITING:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
 
 
 def result(request_id: object, value: object) -> None:
@@ -87,6 +101,62 @@ def tool(name: str) -> dict[str, object]:
     if name in OPTIONAL_TASKS:
         spec["execution"] = {"taskSupport": "optional"}
     return spec
+
+
+class Relisting:
+    """The tool list of the ``changing``, ``changed_early`` and ``storm`` modes, and its
+    announced changes."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.lists = 0  # tools/list requests answered or held
+        self.hold_next = False
+        self.held: tuple[object, dict[str, object]] | None = None
+        self.holding = threading.Lock()
+
+    def page(self) -> dict[str, object]:
+        if MODE == "storm":
+            tools = [tool(f"s{i:03}") for i in range(500)] + [tool("storm")]
+            tools[0]["description"] = f"version {self.version}"
+        else:
+            tools = [tool(f"v{self.version}"), tool("bump"), tool("ping")]
+        return {"tools": tools}
+
+    def change(self) -> None:
+        self.version += 1
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+    def answer(self, request_id: object) -> None:
+        self.lists += 1
+        page = self.page()
+        if MODE == "changed_early" and self.lists == 1:
+            self.change()  # before the first answer: the client is still connecting
+        elif self.hold_next:
+            self.hold_next = False
+            self.held = (request_id, page)
+            self.change()
+            threading.Timer(0.5, self.release).start()
+            return
+        result(request_id, page)
+        self.release()  # an older answer, after this newer one
+
+    def release(self) -> None:
+        with self.holding:
+            held, self.held = self.held, None
+        if held is not None:
+            result(*held)
+
+    def call(self, request_id: object, name: str) -> None:
+        if name == "bump":
+            self.hold_next = True
+            self.change()
+        elif name == "storm":
+            for _ in range(200):
+                self.change()
+        result(request_id, {"content": [{"type": "text", "text": f"{name} ran"}]})
+
+
+RELISTING = Relisting() if MODE in ("changing", "changed_early", "storm") else None
 
 
 def listing(cursor: str | None) -> dict[str, object]:
@@ -209,6 +279,10 @@ def main() -> None:
                 "capabilities": capabilities(),
                 "serverInfo": {"name": "raw", "version": "1"},
             })  # fmt: skip
+        elif method == "tools/list" and RELISTING is not None:
+            RELISTING.answer(request_id)
+        elif method == "tools/call" and RELISTING is not None:
+            RELISTING.call(request_id, params["name"])
         elif method == "tools/list":
             result(request_id, listing(params.get("cursor")))
         elif method == "tools/call":

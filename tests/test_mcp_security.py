@@ -320,3 +320,30 @@ async def test_a_running_tasks_progress_reaches_on_progress(tmp_path: Path) -> N
     assert outcome.value == "task_progress done"
     assert "progressToken" in task_calls(record)["task_progress"]["_meta"]
     assert heard == [("r", "task_progress", 1.0, 2.0), ("r", "task_progress", 2.0, 2.0)]
+
+
+# -- re-listing: announced changes while connecting, out of order, and in a storm -----------------
+
+
+def listings(record: Path) -> int:
+    return len([r for r in requests(record) if r["method"] == "tools/list"])
+
+
+async def until(condition: Any, seconds: float = 20) -> None:
+    """Wait until ``condition()`` holds (or ``seconds`` passed: the test's assertion then
+    says what was missing)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        await asyncio_sleep(0.05)
+
+
+def versions(tools: Any) -> list[str]:
+    return sorted(t.name for t in tools if t.name.startswith("r_v"))
+
+
+async def test_a_tool_list_change_announced_while_connecting_is_listed(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("changed_early", record)}) as tools:
+        await until(lambda: versions(tools) == ["r_v1"])
+        assert versions(tools) == ["r_v1"]  # the first listing gave v0
+    assert listings(record) == 2

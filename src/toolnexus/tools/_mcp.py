@@ -453,6 +453,8 @@ class _Link:
         # gateway to pass on; called in the session's reader, so it must not wait long
         self.on_notification: Callable[[Any], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
+        self._changes = 0  # the tools/list_changed heard so far (a generation count)
+        self._listed_at = 0  # the generation the first listing was asked for at
         self.gone: str | None = None  # why the connection ended, once it has
         self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
         self._tasks_progress: dict[str, _Progress] = {}  # a running task's token -> its callback
@@ -623,10 +625,9 @@ class _Link:
         elif (callback := self._task_progress(message)) is not None:
             params = message.params
             await callback(params.progress, params.total, params.message)
-        elif isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
-            task = asyncio.ensure_future(self.on_tools_changed())
-            self._relisting.add(task)
-            task.add_done_callback(self._relisting.discard)
+        elif isinstance(message, ToolListChangedNotification):
+            self._changes += 1
+            self._relist_soon()
         elif self.on_notification is not None and not isinstance(message, Exception):
             try:
                 await self.on_notification(message)
@@ -634,6 +635,21 @@ class _Link:
                 logger.exception(
                     "passing on a notification of MCP server %r failed", self.server.name
                 )
+
+    def watch(self, relist: Callable[[], Awaitable[None]]) -> None:
+        """Call ``relist`` at each ``tools/list_changed`` from now on, and at once when one
+        came after the first listing was asked for (while connecting: it would be lost)."""
+        self.on_tools_changed = relist
+        if self._changes > self._listed_at:
+            self._relist_soon()
+
+    def _relist_soon(self) -> None:
+        """List the tools again, in a task of its own (once watched, see `watch`)."""
+        if self.on_tools_changed is None:
+            return
+        task = asyncio.ensure_future(self.on_tools_changed())
+        self._relisting.add(task)
+        task.add_done_callback(self._relisting.discard)
 
     def _task_progress(self, message: Any) -> _Progress | None:
         """The callback of the running task whose progress ``message`` is, if it is one."""
@@ -688,7 +704,9 @@ class _Link:
             async with contextlib.AsyncExitStack() as stack:
                 self.session = await _open(stack, self.server, self._notified, self.secrets)
                 self.protocol = self.session.protocol_version
+                generation = self._changes
                 listed = await list_all(self.session, self.server.name)
+                self._listed_at = generation
                 listening = self._listen() if self._announces_changes() else None
                 self._ready.set_result(listed)
                 try:
@@ -843,7 +861,7 @@ async def mcp_servers(
                 continue
             tools._add(link, listed)
             tools.protocols[link.server.name] = link.protocol or "unknown"
-            link.on_tools_changed = _relister(tools, link)
+            link.watch(_relister(tools, link))
         yield tools
     finally:
         await asyncio.gather(*(link.close() for link in links))
