@@ -347,3 +347,27 @@ async def test_a_tool_list_change_announced_while_connecting_is_listed(tmp_path:
         await until(lambda: versions(tools) == ["r_v1"])
         assert versions(tools) == ["r_v1"]  # the first listing gave v0
     assert listings(record) == 2
+
+
+async def test_an_older_listing_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    """``bump`` announces a change, holds the answer to the listing it causes and announces
+    another: the second listing is answered first, then the held (older) one."""
+    seen: list[list[str]] = []
+
+    async def listener(tools: Any) -> None:
+        seen.append(versions(tools))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("changing", record)}) as tools:
+        tools.on_change(listener)
+        (bumped,) = await run_batch([ToolCall("1", "r_bump", {})], tools)
+        assert bumped.value == "bump ran"
+        await until(lambda: listings(record) == 3 and versions(tools) == ["r_v2"])
+        # the held answer is written before this call's, so it has been read by its end
+        (ping,) = await run_batch([ToolCall("2", "r_ping", {})], tools)
+        assert ping.value == "ping ran"
+        await asyncio_sleep(0.2)
+        final = versions(tools)
+    assert final == ["r_v2"]
+    assert seen and seen == sorted(seen) and seen[-1] == ["r_v2"]  # never back to an older one
+    assert listings(record) == 3  # the first, then one per announcement

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import hashlib
 import itertools
 import logging
@@ -448,13 +449,14 @@ class _Link:
         self.secrets = Secrets()  # what to scrub from any text about this server
         self.session: Any = None
         self.protocol: str | None = None  # the negotiated revision, once connected
-        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        # takes each new listing after a tools/list_changed (see `watch`)
+        self.on_tools_changed: Callable[[list[Any]], Awaitable[None]] | None = None
         # every other notification of the server (log messages, resource updates), for the
         # gateway to pass on; called in the session's reader, so it must not wait long
         self.on_notification: Callable[[Any], Awaitable[None]] | None = None
         self._relisting: set[asyncio.Task[None]] = set()
         self._changes = 0  # the tools/list_changed heard so far (a generation count)
-        self._listed_at = 0  # the generation the first listing was asked for at
+        self._listed_at = 0  # the generation the listing taken last was asked for at
         self.gone: str | None = None  # why the connection ended, once it has
         self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
         self._tasks_progress: dict[str, _Progress] = {}  # a running task's token -> its callback
@@ -636,20 +638,40 @@ class _Link:
                     "passing on a notification of MCP server %r failed", self.server.name
                 )
 
-    def watch(self, relist: Callable[[], Awaitable[None]]) -> None:
-        """Call ``relist`` at each ``tools/list_changed`` from now on, and at once when one
-        came after the first listing was asked for (while connecting: it would be lost)."""
-        self.on_tools_changed = relist
+    def watch(self, listener: Callable[[list[Any]], Awaitable[None]]) -> None:
+        """Hand ``listener`` each new listing, after each ``tools/list_changed`` from now on,
+        and at once when one came after the first listing was asked for (while connecting:
+        it would be lost)."""
+        self.on_tools_changed = listener
         if self._changes > self._listed_at:
             self._relist_soon()
 
     def _relist_soon(self) -> None:
         """List the tools again, in a task of its own (once watched, see `watch`)."""
-        if self.on_tools_changed is None:
+        if self.on_tools_changed is not None:
+            task = asyncio.ensure_future(self._relist(self._changes))
+            self._relisting.add(task)
+            task.add_done_callback(self._relisting.discard)
+
+    async def _relist(self, generation: int) -> None:
+        """List the tools, asked at ``generation`` (the changes heard by then): the answer is
+        taken only when no listing asked later was taken first (an older answer arriving
+        after a newer one would put back tools the server no longer has)."""
+        try:
+            listed = await asyncio.wait_for(
+                list_all(self.session, self.server.name), self.server.connect_timeout
+            )
+        except Exception as exc:
+            logger.warning(
+                "MCP server %r: listing its changed tools failed: %s",
+                self.server.name,
+                self.secrets.redact(_why(exc)),
+            )
             return
-        task = asyncio.ensure_future(self.on_tools_changed())
-        self._relisting.add(task)
-        task.add_done_callback(self._relisting.discard)
+        if generation <= self._listed_at or self.on_tools_changed is None:
+            return  # a newer listing was taken meanwhile
+        self._listed_at = generation
+        await self.on_tools_changed(listed)
 
     def _task_progress(self, message: Any) -> _Progress | None:
         """The callback of the running task whose progress ``message`` is, if it is one."""
@@ -766,24 +788,6 @@ class _Progress:
                 logger.exception("the on_progress hook of MCP server %r failed", server.name)
 
 
-def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
-    async def relist() -> None:
-        try:
-            listed = await asyncio.wait_for(
-                list_all(link.session, link.server.name), link.server.connect_timeout
-            )
-        except Exception as exc:
-            logger.warning(
-                "MCP server %r: listing its changed tools failed: %s",
-                link.server.name,
-                link.secrets.redact(_why(exc)),
-            )
-            return
-        await tools._replace(link, listed)
-
-    return relist
-
-
 def _asks(answer: Any) -> bool:
     """Whether a call's answer is an ``InputRequiredResult`` (SEP-2322)."""
     from mcp.types import InputRequiredResult
@@ -861,7 +865,7 @@ async def mcp_servers(
                 continue
             tools._add(link, listed)
             tools.protocols[link.server.name] = link.protocol or "unknown"
-            link.watch(_relister(tools, link))
+            link.watch(functools.partial(tools._replace, link))
         yield tools
     finally:
         await asyncio.gather(*(link.close() for link in links))
