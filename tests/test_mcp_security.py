@@ -371,3 +371,28 @@ async def test_an_older_listing_never_replaces_a_newer_one(tmp_path: Path) -> No
     assert final == ["r_v2"]
     assert seen and seen == sorted(seen) and seen[-1] == ["r_v2"]  # never back to an older one
     assert listings(record) == 3  # the first, then one per announcement
+
+
+async def test_a_storm_of_changes_is_listed_once_more_and_only_the_changed_tool_rewrapped(
+    tmp_path: Path,
+) -> None:
+    """``storm`` announces 200 changes over 501 tools, each of ``s000``'s description alone."""
+    heard: list[str] = []
+
+    async def listener(tools: Any) -> None:
+        heard.append(next(t.description for t in tools if t.name == "r_s000"))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("storm", record)}) as tools:
+        tools.on_change(listener)
+        before = {t.name: t for t in tools}
+        assert len(before) == 501
+        (stormed,) = await run_batch([ToolCall("1", "r_storm", {})], tools)
+        assert stormed.value == "storm ran"
+        await until(lambda: heard[-1:] == ["version 200"])
+        (after,) = await run_batch([ToolCall("2", "r_s001", {})], tools)
+        assert after.value == "s001 ran"
+        rewrapped = sorted(t.name for t in tools if before.get(t.name) is not t)
+    assert heard == ["version 200"]  # told once: the listing after it changed nothing
+    assert listings(record) <= 3  # the first, then one or two for all 200 announcements
+    assert rewrapped == ["r_s000"]  # the one tool that changed; the other 500 kept

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -113,6 +114,7 @@ class McpTools(list[Tool]):
         self._reserved = frozenset(reserved)
         self._listeners: list[ToolsChanged] = []
         self._listed: dict[str, tuple[_Link, list[Any]]] = {}
+        self._wrapped: dict[tuple[str, str], _Wrapped] = {}  # (server, tool) -> its wrapper
         self.origins: dict[str, tuple[_Link, Any]] = {}
         """Each tool's name -> its server's link and the tool as the server listed it (the
         gateway passes the listing and the results through verbatim from these)."""
@@ -131,12 +133,13 @@ class McpTools(list[Tool]):
         self._name_all()
 
     async def _replace(self, link: _Link, listed: list[Any]) -> None:
-        """``server``'s tools, listed again: swapped in place, then the listeners told (a new
-        list whose names cannot be told apart is refused, with a log line naming them)."""
+        """``server``'s tools, listed again: swapped in place (only the tools that changed are
+        wrapped anew), then the listeners told if any changed (a new list whose names cannot
+        be told apart is refused, with a log line naming them)."""
         previous = self._listed.get(link.server.name)
         self._listed[link.server.name] = (link, listed)
         try:
-            self._name_all()
+            changed = self._name_all()
         except ConfigurationError as exc:
             if previous is not None:
                 self._listed[link.server.name] = previous
@@ -144,14 +147,18 @@ class McpTools(list[Tool]):
                 "MCP server %r: its changed tools were not taken: %s", link.server.name, exc
             )
             return
+        if not changed:
+            return
         for listener in self._listeners:
             try:
                 await listener(self)
             except Exception:
                 logger.exception("a listener of MCP tool changes failed")
 
-    def _name_all(self) -> None:
-        """Wrap every server's tools under unique names (a clash renames every tool in it)."""
+    def _name_all(self) -> bool:
+        """Wrap every server's tools under unique names (a clash renames every tool in it);
+        whether any changed. A tool listed as before, under the same name, keeps its wrapper
+        (and the validator built for its schema)."""
         pairs = [
             (server, tool.name)
             for server, (_, listed) in self._listed.items()
@@ -159,17 +166,42 @@ class McpTools(list[Tool]):
         ]
         bare = {server for server, (link, _) in self._listed.items() if not link.server.prefix}
         names = unique_names(pairs, self._reserved, bare=bare)
+        origins: dict[str, tuple[_Link, Any]] = {}
+        wrapped: dict[tuple[str, str], _Wrapped] = {}
+        for server, (link, listed) in self._listed.items():
+            for tool in _distinct(listed):
+                pair = (server, tool.name)
+                origins[names[pair]] = (link, tool)
+                wrapped[pair] = self._wrapper(link, tool, names[pair])
+        tools = [entry.tool for entry in wrapped.values()]
+        changed = len(tools) != len(self) or any(
+            a is not b for a, b in zip(tools, self, strict=True)
+        )
         self.renamed = {
             names[pair]: pair for pair in pairs if names[pair] != tool_name(*pair, bare=bare)
         }
-        self.origins = {
-            names[(server, tool.name)]: (link, tool)
-            for server, (link, listed) in self._listed.items()
-            for tool in _distinct(listed)
-        }
-        self[:] = [
-            _wrap(link.server, link, tool, name) for name, (link, tool) in self.origins.items()
-        ]
+        self.origins = origins
+        self._wrapped = wrapped
+        self[:] = tools
+        return changed
+
+    def _wrapper(self, link: _Link, tool: Any, name: str) -> _Wrapped:
+        """``tool`` of ``link``'s server wrapped as ``name``: the wrapper it had, when it was
+        listed alike and named alike before."""
+        kept = self._wrapped.get((link.server.name, tool.name))
+        if kept is not None and kept.link is link and kept.name == name and kept.listed == tool:
+            return kept
+        return _Wrapped(link, tool, name, _wrap(link.server, link, tool, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wrapped:
+    """One upstream tool as listed, and its wrapper (kept while it is listed alike)."""
+
+    link: _Link
+    listed: Any
+    name: str
+    tool: Tool
 
 
 def _distinct(listed: list[Any]) -> list[Any]:
@@ -454,7 +486,7 @@ class _Link:
         # every other notification of the server (log messages, resource updates), for the
         # gateway to pass on; called in the session's reader, so it must not wait long
         self.on_notification: Callable[[Any], Awaitable[None]] | None = None
-        self._relisting: set[asyncio.Task[None]] = set()
+        self._relisting: asyncio.Task[None] | None = None  # the one relisting running
         self._changes = 0  # the tools/list_changed heard so far (a generation count)
         self._listed_at = 0  # the generation the listing taken last was asked for at
         self.gone: str | None = None  # why the connection ended, once it has
@@ -643,35 +675,35 @@ class _Link:
         and at once when one came after the first listing was asked for (while connecting:
         it would be lost)."""
         self.on_tools_changed = listener
-        if self._changes > self._listed_at:
-            self._relist_soon()
+        self._relist_soon()
 
     def _relist_soon(self) -> None:
-        """List the tools again, in a task of its own (once watched, see `watch`)."""
-        if self.on_tools_changed is not None:
-            task = asyncio.ensure_future(self._relist(self._changes))
-            self._relisting.add(task)
-            task.add_done_callback(self._relisting.discard)
+        """Start relisting, in a task of its own, when the tools changed since the listing
+        taken last and no relisting is running (a running one lists once more as it ends:
+        however many changes came meanwhile, one listing takes them all)."""
+        running = self._relisting is not None and not self._relisting.done()
+        if self.on_tools_changed is not None and self._changes > self._listed_at and not running:
+            self._relisting = asyncio.ensure_future(self._relist())
 
-    async def _relist(self, generation: int) -> None:
-        """List the tools, asked at ``generation`` (the changes heard by then): the answer is
-        taken only when no listing asked later was taken first (an older answer arriving
-        after a newer one would put back tools the server no longer has)."""
-        try:
-            listed = await asyncio.wait_for(
-                list_all(self.session, self.server.name), self.server.connect_timeout
-            )
-        except Exception as exc:
-            logger.warning(
-                "MCP server %r: listing its changed tools failed: %s",
-                self.server.name,
-                self.secrets.redact(_why(exc)),
-            )
-            return
-        if generation <= self._listed_at or self.on_tools_changed is None:
-            return  # a newer listing was taken meanwhile
-        self._listed_at = generation
-        await self.on_tools_changed(listed)
+    async def _relist(self) -> None:
+        """List the tools until a listing was asked for after the last change heard; the
+        answers are taken in the order asked, so an older one never replaces a newer one (it
+        would put back tools the server no longer has)."""
+        while self._changes > self._listed_at and self.on_tools_changed is not None:
+            generation = self._changes
+            try:
+                listed = await asyncio.wait_for(
+                    list_all(self.session, self.server.name), self.server.connect_timeout
+                )
+            except Exception as exc:
+                logger.warning(
+                    "MCP server %r: listing its changed tools failed: %s",
+                    self.server.name,
+                    self.secrets.redact(_why(exc)),
+                )
+                return
+            self._listed_at = generation
+            await self.on_tools_changed(listed)
 
     def _task_progress(self, message: Any) -> _Progress | None:
         """The callback of the running task whose progress ``message`` is, if it is one."""
@@ -714,6 +746,10 @@ class _Link:
 
     async def close(self) -> None:
         self._close.set()
+        if self._relisting is not None:
+            self._relisting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._relisting
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self.server.connect_timeout)
         except (TimeoutError, Exception):
