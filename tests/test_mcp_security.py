@@ -637,3 +637,133 @@ async def test_a_handler_that_raises_sends_the_server_its_type_only(
     assert answer["error"]["message"] == "the client's elicitation handler failed (KeyError)"
     assert typed not in record.read_text()
     assert "elicitation handler raised KeyError" in caplog.text
+
+
+async def test_an_empty_next_cursor_ends_the_list(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"p": raw("emptycursor", record)}) as tools:
+        assert tools.failures == {}
+        listed = sorted(t.name for t in tools if t.name[3:].isdigit())
+    assert listed == [f"p_t{i:02}" for i in range(15)]
+    pages = [r for r in requests(record) if r["method"] == "tools/list"]
+    assert [(r["params"] or {}).get("cursor") for r in pages] == [None, "5", "10"]
+
+
+def task_calls(record: Path) -> dict[str, dict[str, Any]]:
+    """Each tool's ``tools/call`` params as the server received them, by tool name."""
+    return {
+        r["params"]["name"]: r["params"] for r in requests(record) if r["method"] == "tools/call"
+    }
+
+
+async def test_a_server_without_the_tasks_capability_is_never_sent_a_task(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("notasks", record, task_calls="optional")}) as tools:
+        outcomes = await run_batch(
+            [ToolCall("1", "r_task", {}), ToolCall("2", "r_task_optional", {})], tools
+        )
+    assert [o.value for o in outcomes] == ["task ran", "task_optional ran"]
+    sent = task_calls(record)
+    assert set(sent) == {"task", "task_optional"}
+    assert not [name for name, params in sent.items() if "task" in params]
+    assert not [r for r in requests(record) if r["method"].startswith("tasks/")]
+
+
+async def test_a_plain_answer_to_a_task_call_is_the_calls_result(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, task_calls="optional")}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_task_plain", {})], tools)
+    assert outcome.error is None and outcome.value == "task_plain ran"
+    assert "task" in task_calls(record)["task_plain"]  # it was asked as a task
+
+
+async def test_a_running_tasks_progress_reaches_on_progress(tmp_path: Path) -> None:
+    heard: list[tuple[str, str, float, float | None]] = []
+
+    async def on_progress(
+        server: str, tool: str, progress: float, total: float | None, message: str | None
+    ) -> None:
+        heard.append((server, tool, progress, total))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw(record=record, on_progress=on_progress)}) as tools:
+        (outcome,) = await run_batch([ToolCall("1", "r_task_progress", {})], tools)
+    assert outcome.value == "task_progress done"
+    assert "progressToken" in task_calls(record)["task_progress"]["_meta"]
+    assert heard == [("r", "task_progress", 1.0, 2.0), ("r", "task_progress", 2.0, 2.0)]
+
+
+# -- re-listing: announced changes while connecting, out of order, and in a storm -----------------
+
+
+def listings(record: Path) -> int:
+    return len([r for r in requests(record) if r["method"] == "tools/list"])
+
+
+async def until(condition: Any, seconds: float = 20) -> None:
+    """Wait until ``condition()`` holds (or ``seconds`` passed: the test's assertion then
+    says what was missing)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        await asyncio_sleep(0.05)
+
+
+def versions(tools: Any) -> list[str]:
+    return sorted(t.name for t in tools if t.name.startswith("r_v"))
+
+
+async def test_a_tool_list_change_announced_while_connecting_is_listed(tmp_path: Path) -> None:
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("changed_early", record)}) as tools:
+        await until(lambda: versions(tools) == ["r_v1"])
+        assert versions(tools) == ["r_v1"]  # the first listing gave v0
+    assert listings(record) == 2
+
+
+async def test_an_older_listing_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    """``bump`` announces a change, holds the answer to the listing it causes and announces
+    another: the second listing is answered first, then the held (older) one."""
+    seen: list[list[str]] = []
+
+    async def listener(tools: Any) -> None:
+        seen.append(versions(tools))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("changing", record)}) as tools:
+        tools.on_change(listener)
+        (bumped,) = await run_batch([ToolCall("1", "r_bump", {})], tools)
+        assert bumped.value == "bump ran"
+        await until(lambda: listings(record) == 3 and versions(tools) == ["r_v2"])
+        # the held answer is written before this call's, so it has been read by its end
+        (ping,) = await run_batch([ToolCall("2", "r_ping", {})], tools)
+        assert ping.value == "ping ran"
+        await asyncio_sleep(0.2)
+        final = versions(tools)
+    assert final == ["r_v2"]
+    assert seen and seen == sorted(seen) and seen[-1] == ["r_v2"]  # never back to an older one
+    assert listings(record) == 3  # the first, then one per announcement
+
+
+async def test_a_storm_of_changes_is_listed_once_more_and_only_the_changed_tool_rewrapped(
+    tmp_path: Path,
+) -> None:
+    """``storm`` announces 200 changes over 501 tools, each of ``s000``'s description alone."""
+    heard: list[str] = []
+
+    async def listener(tools: Any) -> None:
+        heard.append(next(t.description for t in tools if t.name == "r_s000"))
+
+    record = tmp_path / "requests.jsonl"
+    async with mcp_servers({"r": raw("storm", record)}) as tools:
+        tools.on_change(listener)
+        before = {t.name: t for t in tools}
+        assert len(before) == 501
+        (stormed,) = await run_batch([ToolCall("1", "r_storm", {})], tools)
+        assert stormed.value == "storm ran"
+        await until(lambda: heard[-1:] == ["version 200"])
+        (after,) = await run_batch([ToolCall("2", "r_s001", {})], tools)
+        assert after.value == "s001 ran"
+        rewrapped = sorted(t.name for t in tools if before.get(t.name) is not t)
+    assert heard == ["version 200"]  # told once: the listing after it changed nothing
+    assert listings(record) <= 3  # the first, then one or two for all 200 announcements
+    assert rewrapped == ["r_s000"]  # the one tool that changed; the other 500 kept

@@ -21,7 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
+import functools
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -37,7 +40,7 @@ from toolnexus.tools._mcp_auth import Secrets, oauth_provider
 from toolnexus.tools._mcp_config import ServerConfig, calls_as_task, parse_config
 from toolnexus.tools._mcp_content import CONTENT_RESULT_SCHEMA, call_value, notes
 from toolnexus.tools._mcp_handlers import callbacks, session_class
-from toolnexus.tools._mcp_tasks import call_as_task
+from toolnexus.tools._mcp_tasks import call_as_task, takes_tasks
 from toolnexus.tools._outcome import Outcome
 from toolnexus.tools._resources import Resources, ResourcesFunction
 from toolnexus.tools._tool import Tool, ToolHints, ToolResult
@@ -115,6 +118,7 @@ class McpTools(list[Tool]):
         self._listeners: list[ToolsChanged] = []
         self._listed: dict[str, tuple[_Link, list[Any]]] = {}
         self._refused: list[str] = []  # the keys of `failures` naming a refused tool
+        self._wrapped: dict[tuple[str, str], _Wrapped] = {}  # (server, tool) -> its wrapper
         self.origins: dict[str, tuple[_Link, Any]] = {}
         """Each tool's name -> its server's link and the tool as the server listed it (the
         gateway passes the listing and the results through verbatim from these)."""
@@ -133,12 +137,13 @@ class McpTools(list[Tool]):
         self._name_all()
 
     async def _replace(self, link: _Link, listed: list[Any]) -> None:
-        """``server``'s tools, listed again: swapped in place, then the listeners told (a new
-        list whose names cannot be told apart is refused, with a log line naming them)."""
+        """``server``'s tools, listed again: swapped in place (only the tools that changed are
+        wrapped anew), then the listeners told if any changed (a new list whose names cannot
+        be told apart is refused, with a log line naming them)."""
         previous = self._listed.get(link.server.name)
         self._listed[link.server.name] = (link, listed)
         try:
-            self._name_all()
+            changed = self._name_all()
         except ConfigurationError as exc:
             if previous is not None:
                 self._listed[link.server.name] = previous
@@ -146,15 +151,19 @@ class McpTools(list[Tool]):
                 "MCP server %r: its changed tools were not taken: %s", link.server.name, exc
             )
             return
+        if not changed:
+            return
         for listener in self._listeners:
             try:
                 await listener(self)
             except Exception:
                 logger.exception("a listener of MCP tool changes failed")
 
-    def _name_all(self) -> None:
-        """Wrap every server's tools under unique names (a clash renames every tool in it); a
-        tool whose schema is refused (see `Tool`) is left out and named in `failures`."""
+    def _name_all(self) -> bool:
+        """Wrap every server's tools under unique names (a clash renames every tool in it);
+        whether any changed. A tool listed as before, under the same name, keeps its wrapper
+        (and the validator built for its schema); a tool whose schema is refused (see `Tool`)
+        is left out and named in `failures`."""
         pairs = [
             (server, tool.name)
             for server, (_, listed) in self._listed.items()
@@ -163,26 +172,32 @@ class McpTools(list[Tool]):
         bare = {server for server, (link, _) in self._listed.items() if not link.server.prefix}
         names = unique_names(pairs, self._reserved, bare=bare)
         origins: dict[str, tuple[_Link, Any]] = {}
-        wrapped: list[Tool] = []
+        wrapped: dict[tuple[str, str], _Wrapped] = {}
         for key in self._refused:
             self.failures.pop(key, None)
         self._refused = []
         for server, (link, listed) in self._listed.items():
             for tool in _distinct(listed):
-                name = names[(server, tool.name)]
+                pair = (server, tool.name)
                 try:
-                    wrapped.append(_wrap(link.server, link, tool, name))
+                    wrapped[pair] = self._wrapper(link, tool, names[pair])
                 except ConfigurationError as exc:  # this tool only: the others are offered
                     self._refuse(server, tool.name, link.secrets.redact(str(exc)))
                     continue
-                origins[name] = (link, tool)
+                origins[names[pair]] = (link, tool)
+        tools = [entry.tool for entry in wrapped.values()]
+        changed = len(tools) != len(self) or any(
+            a is not b for a, b in zip(tools, self, strict=True)
+        )
         self.renamed = {
             names[pair]: pair
             for pair in pairs
             if names[pair] in origins and names[pair] != tool_name(*pair, bare=bare)
         }
         self.origins = origins
-        self[:] = wrapped
+        self._wrapped = wrapped
+        self[:] = tools
+        return changed
 
     def _refuse(self, server: str, tool: str, why: str) -> None:
         """Leave out one tool of ``server``, named in `failures` as ``<server>/<tool>``."""
@@ -190,6 +205,24 @@ class McpTools(list[Tool]):
         self._refused.append(key)
         self.failures[key] = f"MCP server {server!r}: its tool was refused: {why}"
         logger.warning("MCP server %r: its tool %r was refused: %s", server, tool, why)
+
+    def _wrapper(self, link: _Link, tool: Any, name: str) -> _Wrapped:
+        """``tool`` of ``link``'s server wrapped as ``name``: the wrapper it had, when it was
+        listed alike and named alike before."""
+        kept = self._wrapped.get((link.server.name, tool.name))
+        if kept is not None and kept.link is link and kept.name == name and kept.listed == tool:
+            return kept
+        return _Wrapped(link, tool, name, _wrap(link.server, link, tool, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wrapped:
+    """One upstream tool as listed, and its wrapper (kept while it is listed alike)."""
+
+    link: _Link
+    listed: Any
+    name: str
+    tool: Tool
 
 
 def _distinct(listed: list[Any]) -> list[Any]:
@@ -293,7 +326,7 @@ def task_support(tool: Any) -> str:
 
 async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
     """Every item of a listing (``kind``: ``"tools"``, ``"resources"``, ``"prompts"`` or
-    ``"resource_templates"``), following ``nextCursor`` to the end.
+    ``"resource_templates"``), following ``nextCursor`` to the end (no cursor, or ``""``).
 
     Raises:
         ConnectionError: the server paged past `MAX_LIST_PAGES`, or sent a cursor it had sent
@@ -309,7 +342,7 @@ async def list_all(session: Any, server: str, kind: str = "tools") -> list[Any]:
         page = await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         items.extend(getattr(page, kind))
         cursor = page.next_cursor
-        if cursor is None:
+        if not cursor:  # absent, or "" (which some servers send on the last page)
             return _first_definitions(session, server, items) if kind == "tools" else items
         if cursor in seen:
             raise ConnectionError(
@@ -501,13 +534,18 @@ class _Link:
         self.secrets = Secrets()  # what to scrub from any text about this server
         self.session: Any = None
         self.protocol: str | None = None  # the negotiated revision, once connected
-        self.on_tools_changed: Callable[[], Awaitable[None]] | None = None
+        # takes each new listing after a tools/list_changed (see `watch`)
+        self.on_tools_changed: Callable[[list[Any]], Awaitable[None]] | None = None
         # every other notification of the server (log messages, resource updates), for the
         # gateway to pass on; called in the session's reader, so it must not wait long
         self.on_notification: Callable[[Any], Awaitable[None]] | None = None
-        self._relisting: set[asyncio.Task[None]] = set()
+        self._relisting: asyncio.Task[None] | None = None  # the one relisting running
+        self._changes = 0  # the tools/list_changed heard so far (a generation count)
+        self._listed_at = 0  # the generation the listing taken last was asked for at
         self.gone: str | None = None  # why the connection ended, once it has
         self._waiting: set[asyncio.Future[str]] = set()  # one per call awaiting its answer
+        self._tasks_progress: dict[str, _Progress] = {}  # a running task's token -> its callback
+        self._tokens = itertools.count(1)
         self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         self._close = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold())
@@ -528,8 +566,9 @@ class _Link:
     async def call(
         self, name: str, args: dict[str, Any], *, as_task: bool = False, ctx: Any = None
     ) -> Any:
-        """The server's answer to one ``tools/call`` (run as a task when ``as_task``), asking
-        for progress (see `_progress`).
+        """The server's answer to one ``tools/call`` (run as a task when ``as_task`` and the
+        server declares task-augmented calls, see `takes_tasks`), asking for progress (see
+        `_progress`; a task's comes for as long as it runs, through `_notified`).
 
         Raises:
             ConnectionError: the server is gone, or it sent a message that could not be read
@@ -541,8 +580,11 @@ class _Link:
         unreadable: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.add(unreadable)
         progress = self._progress(name, getattr(ctx, "session", None))
-        if as_task:
-            sent = call_as_task(self.session, self.server.name, name, args, progress)
+        token = None
+        if as_task and takes_tasks(self.session.server_capabilities):
+            token = f"toolnexus-task-{next(self._tokens)}"
+            self._tasks_progress[token] = progress
+            sent = call_as_task(self.session, self.server.name, name, args, token)
         else:
             sent = self._call_driven(name, args, progress)
         request = asyncio.ensure_future(sent)
@@ -551,6 +593,8 @@ class _Link:
             await asyncio.wait({request, unreadable}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._waiting.discard(unreadable)
+            if token is not None:
+                self._tasks_progress.pop(token, None)
             if not request.done():
                 request.cancel()  # the SDK tells the server the request is abandoned
         if not unreadable.done() or (request.done() and not request.cancelled()):
@@ -669,16 +713,19 @@ class _Link:
 
     async def _notified(self, message: Any) -> None:
         """A message from the server: a changed tool list is listed again, in a task of its
-        own (the session's reader delivers the answer, so it must not wait here); a message
-        the transport could not parse fails the waiting calls."""
+        own (the session's reader delivers the answer, so it must not wait here); a running
+        task's progress goes to its call's callback; a message the transport could not parse
+        fails the waiting calls."""
         from mcp.types import ToolListChangedNotification
 
         if isinstance(message, ValueError):  # pydantic's ValidationError and json's errors
             self._unreadable(message)
-        elif isinstance(message, ToolListChangedNotification) and self.on_tools_changed:
-            task = asyncio.ensure_future(self.on_tools_changed())
-            self._relisting.add(task)
-            task.add_done_callback(self._relisting.discard)
+        elif (callback := self._task_progress(message)) is not None:
+            params = message.params
+            await callback(params.progress, params.total, params.message)
+        elif isinstance(message, ToolListChangedNotification):
+            self._changes += 1
+            self._relist_soon()
         elif self.on_notification is not None and not isinstance(message, Exception):
             try:
                 await self.on_notification(message)
@@ -686,6 +733,49 @@ class _Link:
                 logger.exception(
                     "passing on a notification of MCP server %r failed", self.server.name
                 )
+
+    def watch(self, listener: Callable[[list[Any]], Awaitable[None]]) -> None:
+        """Hand ``listener`` each new listing, after each ``tools/list_changed`` from now on,
+        and at once when one came after the first listing was asked for (while connecting:
+        it would be lost)."""
+        self.on_tools_changed = listener
+        self._relist_soon()
+
+    def _relist_soon(self) -> None:
+        """Start relisting, in a task of its own, when the tools changed since the listing
+        taken last and no relisting is running (a running one lists once more as it ends:
+        however many changes came meanwhile, one listing takes them all)."""
+        running = self._relisting is not None and not self._relisting.done()
+        if self.on_tools_changed is not None and self._changes > self._listed_at and not running:
+            self._relisting = asyncio.ensure_future(self._relist())
+
+    async def _relist(self) -> None:
+        """List the tools until a listing was asked for after the last change heard; the
+        answers are taken in the order asked, so an older one never replaces a newer one (it
+        would put back tools the server no longer has)."""
+        while self._changes > self._listed_at and self.on_tools_changed is not None:
+            generation = self._changes
+            try:
+                listed = await asyncio.wait_for(
+                    list_all(self.session, self.server.name), self.server.connect_timeout
+                )
+            except Exception as exc:
+                logger.warning(
+                    "MCP server %r: listing its changed tools failed: %s",
+                    self.server.name,
+                    self.secrets.redact(_why(exc)),
+                )
+                return
+            self._listed_at = generation
+            await self.on_tools_changed(listed)
+
+    def _task_progress(self, message: Any) -> _Progress | None:
+        """The callback of the running task whose progress ``message`` is, if it is one."""
+        from mcp.types import ProgressNotification
+
+        if not isinstance(message, ProgressNotification):
+            return None
+        return self._tasks_progress.get(str(message.params.progress_token))
 
     def _announces_changes(self) -> bool:
         """Whether the server is on a per-request revision (2026-07-28) and says its tool list
@@ -720,6 +810,10 @@ class _Link:
 
     async def close(self) -> None:
         self._close.set()
+        if self._relisting is not None:
+            self._relisting.cancel()
+            with contextlib.suppress(BaseException):
+                await self._relisting
         try:
             await asyncio.wait_for(asyncio.shield(self._task), self.server.connect_timeout)
         except (TimeoutError, Exception):
@@ -732,7 +826,9 @@ class _Link:
             async with contextlib.AsyncExitStack() as stack:
                 self.session = await _open(stack, self.server, self._notified, self.secrets)
                 self.protocol = self.session.protocol_version
+                generation = self._changes
                 listed = await list_all(self.session, self.server.name)
+                self._listed_at = generation
                 listening = self._listen() if self._announces_changes() else None
                 self._ready.set_result(listed)
                 try:
@@ -790,24 +886,6 @@ class _Progress:
                 await task
             except Exception:
                 logger.exception("the on_progress hook of MCP server %r failed", server.name)
-
-
-def _relister(tools: McpTools, link: _Link) -> Callable[[], Awaitable[None]]:
-    async def relist() -> None:
-        try:
-            listed = await asyncio.wait_for(
-                list_all(link.session, link.server.name), link.server.connect_timeout
-            )
-        except Exception as exc:
-            logger.warning(
-                "MCP server %r: listing its changed tools failed: %s",
-                link.server.name,
-                link.secrets.redact(_why(exc)),
-            )
-            return
-        await tools._replace(link, listed)
-
-    return relist
 
 
 def _asks(answer: Any) -> bool:
@@ -882,7 +960,7 @@ async def mcp_servers(
                 continue
             tools._add(link, listed)
             tools.protocols[link.server.name] = link.protocol or "unknown"
-            link.on_tools_changed = _relister(tools, link)
+            link.watch(functools.partial(tools._replace, link))
         yield tools
     finally:
         await asyncio.gather(*(link.close() for link in links))

@@ -1,10 +1,17 @@
 """Task-augmented MCP tool calls (the 2025-11-25 tasks of SEP-1686).
 
 A tool whose ``execution.taskSupport`` is ``"required"`` cannot be called plainly (the server
-answers -32601). It is called as a task: ``tools/call`` with a ``task`` field creates it, then
+answers -32601). It is called as a task, when its server declares task-augmented
+``tools/call`` (``tasks.requests.tools.call``, see `takes_tasks`; the spec forbids a task
+otherwise, whatever the tool says): ``tools/call`` with a ``task`` field creates it, then
 ``tasks/get`` is polled at the server's ``pollInterval`` until the task leaves ``working``, and
 ``tasks/result`` fetches the tool's result (it waits while the task is ``input_required``: the
-server's elicitation and sampling requests reach the handlers meanwhile). When the call ends
+server's elicitation and sampling requests reach the handlers meanwhile). A server answering
+the ``tools/call`` with a plain ``CallToolResult`` ran it without a task: that is the result.
+The task's progress comes on the create request's ``progressToken`` for as long as it runs
+(not only until the ``CreateTaskResult``), so the caller names its own token and routes the
+notifications (the SDK forgets a request's progress callback once it is answered). When the
+call ends
 before the task does (its timeout, a cancellation), the task is cancelled with
 ``tasks/cancel``.
 
@@ -20,10 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["MAX_POLL_SECONDS", "MIN_POLL_SECONDS", "call_as_task"]
+__all__ = ["MAX_POLL_SECONDS", "MIN_POLL_SECONDS", "call_as_task", "takes_tasks"]
 
 logger = logging.getLogger("toolnexus.mcp")
 
@@ -40,18 +46,36 @@ class TaskFailed(Exception):
     """A task ended without a result the call can return (its message says why)."""
 
 
-async def _create(session: Any, name: str, args: dict[str, Any], progress: Any) -> Any:
-    from mcp.types import CallToolRequest, CallToolRequestParams, CreateTaskResult, TaskMetadata
+def takes_tasks(capabilities: Any) -> bool:
+    """Whether a server's capabilities declare task-augmented ``tools/call``
+    (``tasks.requests.tools.call``): only then may a call be sent as a task."""
+    tasks = getattr(capabilities, "tasks", None)
+    tools = getattr(getattr(tasks, "requests", None), "tools", None)
+    return getattr(tools, "call", None) is not None
+
+
+async def _create(session: Any, name: str, args: dict[str, Any], token: str | None) -> Any:
+    """The answer to the task-creating ``tools/call``: a ``CreateTaskResult``, or the
+    ``CallToolResult`` of a server that ran the call plainly."""
+    from mcp.types import (
+        CallToolRequest,
+        CallToolRequestParams,
+        CallToolResult,
+        CreateTaskResult,
+        TaskMetadata,
+    )
 
     request = CallToolRequest(
         params=CallToolRequestParams(name=name, arguments=args, task=TaskMetadata())
     )
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if token is not None:
+        data["params"].setdefault("_meta", {})["progressToken"] = token
     options: dict[str, Any] = {}
     session._stamp(data, options)
-    if progress is not None:
-        options["on_progress"] = progress
     raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
+    if isinstance(raw, dict) and "task" not in raw:
+        return CallToolResult.model_validate(raw, by_name=False)
     return CreateTaskResult.model_validate(raw, by_name=False)
 
 
@@ -67,9 +91,11 @@ async def call_as_task(
     server: str,
     name: str,
     args: dict[str, Any],
-    progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
+    progress_token: str | None = None,
 ) -> Any:
-    """Run ``name`` as a task on ``session``; the ``CallToolResult`` of ``tasks/result``.
+    """Run ``name`` as a task on ``session``; the ``CallToolResult`` of ``tasks/result`` (or
+    of the ``tools/call``, when the server ran it plainly). ``progress_token`` is sent as the
+    call's ``progressToken``; the caller hears its notifications (see the module's text).
 
     Raises:
         TaskFailed: the server cancelled the task, or it finished without a tool result.
@@ -87,7 +113,10 @@ async def call_as_task(
     )
     from pydantic import ValidationError
 
-    task = (await _create(session, name, args, progress)).task
+    created = await _create(session, name, args, progress_token)
+    if isinstance(created, CallToolResult):
+        return created
+    task = created.task
     task_id = task.task_id
     finished = False
     try:
