@@ -950,3 +950,63 @@ async def test_a_rounds_state_answers_that_round_only(tmp_path: Path) -> None:
     assert answers == ["approved", "denied"]
     ran = [e["data"] for e in events if e["type"] == "call_timing" and e["data"]["ok"]]
     assert len(ran) == 1  # only the first write ran
+
+
+def next_key(key: str) -> str:
+    """The key a client would guess the next question takes (``q1`` -> ``q2``)."""
+    head = key.rstrip("0123456789")
+    return f"{head}{int(key[len(head) :] or 0) + 1}"
+
+
+async def test_a_task_update_for_a_question_not_asked_answers_nothing(tmp_path: Path) -> None:
+    """While a task waits on its first approval, a flood of ``tasks/update`` answers it and,
+    guessing its key, the next question too: the next question is still asked, and only the
+    answer given to it counts."""
+    from task_clients import (
+        Polling,
+        UpdateParams,
+        UpdateTask,
+        http_gateway,
+        modern_session,
+        never_asked,
+        task_state,
+    )
+
+    audit = tmp_path / "audit.jsonl"
+    config = write_config(tmp_path, {"up": upstream()}, approval=["up_store"], audit_log=str(audit))
+    code = (
+        'await tools.up_store({"key": "first", "delay": 0})\n'
+        'await tools.up_store({"key": "unseen", "delay": 0})'
+    )
+    yes = {"action": "accept", "content": {"approve": True}}
+    no = {"action": "accept", "content": {"approve": False}}
+    with http_gateway(config) as (_, url):
+        async with modern_session(url, Polling(), elicitation_callback=never_asked) as session:
+
+            async def update(task_id: str, responses: dict[str, Any]) -> None:
+                params = UpdateParams(taskId=task_id, inputResponses=responses)
+                await session.send_request(UpdateTask(params=params), types.EmptyResult)
+
+            created = await session.call_tool("run_code", {"code": code}, allow_claimed=True)
+            task_id = created.task_id
+            first = await task_state(session, task_id, {"input_required"})
+            [one] = list(first.input_requests or {})
+            early = {one: yes, next_key(one): yes}
+            await asyncio.gather(*[update(task_id, early) for _ in range(32)])
+            later = await task_state(session, task_id, {"input_required", "completed"})
+            while later.status == "input_required" and one in (later.input_requests or {}):
+                later = await task_state(session, task_id, {"input_required", "completed"})
+            asked_next = later.status == "input_required"
+            if asked_next:
+                [two] = list(later.input_requests or {})
+                await update(task_id, {two: no})
+            ended = await task_state(session, task_id, {"completed", "failed"})
+    assert asked_next, later  # the second question was put to the client, not answered early
+    assert ended.status == "completed" and ended.result is not None
+    output = ended.result["structuredContent"]
+    assert "error" in output and "not approved" in json.dumps(output), output
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    answers = [e["data"]["outcome"] for e in events if e["type"] == "approval_answer"]
+    assert answers == ["approved", "denied"]
+    ran = [e["data"] for e in events if e["type"] == "call_timing" and e["data"]["ok"]]
+    assert len(ran) == 1
