@@ -903,3 +903,110 @@ def test_a_forged_or_foreign_last_event_id_replays_nothing(config_path: Path) ->
         process.communicate(timeout=10)
     for name, got in replayed.items():
         assert not [e for e in got if e.get("data")], (name, got)  # none of the victim's
+
+
+async def test_a_rounds_state_answers_that_round_only(tmp_path: Path) -> None:
+    """A program asks twice; the first round's state, replayed with an approval for the second
+    question, is refused: each round has a state of its own, used once."""
+    from mcp import Client, StdioServerParameters
+
+    config = write_config(tmp_path, {"up": upstream()}, approval=["up_store"])
+    audit = tmp_path / "audit.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_command(config, "--audit-log", str(audit)),
+        env=dict(os.environ),
+    )
+    code = (
+        'await tools.up_store({"key": "read-first", "delay": 0})\n'
+        'await tools.up_store({"key": "later-write", "delay": 0})'
+    )
+
+    async def answer(state: str | None, responses: dict[str, Any]) -> Any:
+        return await client.session.call_tool(
+            "run_code",
+            {"code": code},
+            input_responses=responses,
+            request_state=state,
+            allow_input_required=True,
+        )
+
+    async with Client(params, mode="auto", elicitation_callback=never_called) as client:
+        first = await first_round(client, code)
+        [one] = list(first.input_requests or {})
+        second = await answer(first.request_state, {one: APPROVED})
+        assert isinstance(second, types.InputRequiredResult), second
+        [two] = list(second.input_requests or {})
+        assert "later-write" in second.input_requests[two].params.message
+        with pytest.raises(MCPError) as replayed:  # the stale state, approving the later write
+            await answer(first.request_state, {two: APPROVED})
+        denied = types.ElicitResult(action="accept", content={"approve": False})
+        last = await answer(second.request_state, {two: denied})
+    assert replayed.value.error.code == types.INVALID_PARAMS
+    assert "round 1 of this call was answered already" in replayed.value.error.message
+    assert isinstance(last, types.CallToolResult) and last.is_error
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    answers = [e["data"]["outcome"] for e in events if e["type"] == "approval_answer"]
+    assert answers == ["approved", "denied"]
+    ran = [e["data"] for e in events if e["type"] == "call_timing" and e["data"]["ok"]]
+    assert len(ran) == 1  # only the first write ran
+
+
+def next_key(key: str) -> str:
+    """The key a client would guess the next question takes (``q1`` -> ``q2``)."""
+    head = key.rstrip("0123456789")
+    return f"{head}{int(key[len(head) :] or 0) + 1}"
+
+
+async def test_a_task_update_for_a_question_not_asked_answers_nothing(tmp_path: Path) -> None:
+    """While a task waits on its first approval, a flood of ``tasks/update`` answers it and,
+    guessing its key, the next question too: the next question is still asked, and only the
+    answer given to it counts."""
+    from task_clients import (
+        Polling,
+        UpdateParams,
+        UpdateTask,
+        http_gateway,
+        modern_session,
+        never_asked,
+        task_state,
+    )
+
+    audit = tmp_path / "audit.jsonl"
+    config = write_config(tmp_path, {"up": upstream()}, approval=["up_store"], audit_log=str(audit))
+    code = (
+        'await tools.up_store({"key": "first", "delay": 0})\n'
+        'await tools.up_store({"key": "unseen", "delay": 0})'
+    )
+    yes = {"action": "accept", "content": {"approve": True}}
+    no = {"action": "accept", "content": {"approve": False}}
+    with http_gateway(config) as (_, url):
+        async with modern_session(url, Polling(), elicitation_callback=never_asked) as session:
+
+            async def update(task_id: str, responses: dict[str, Any]) -> None:
+                params = UpdateParams(taskId=task_id, inputResponses=responses)
+                await session.send_request(UpdateTask(params=params), types.EmptyResult)
+
+            created = await session.call_tool("run_code", {"code": code}, allow_claimed=True)
+            task_id = created.task_id
+            first = await task_state(session, task_id, {"input_required"})
+            [one] = list(first.input_requests or {})
+            early = {one: yes, next_key(one): yes}
+            await asyncio.gather(*[update(task_id, early) for _ in range(32)])
+            later = await task_state(session, task_id, {"input_required", "completed"})
+            while later.status == "input_required" and one in (later.input_requests or {}):
+                later = await task_state(session, task_id, {"input_required", "completed"})
+            asked_next = later.status == "input_required"
+            if asked_next:
+                [two] = list(later.input_requests or {})
+                await update(task_id, {two: no})
+            ended = await task_state(session, task_id, {"completed", "failed"})
+    assert asked_next, later  # the second question was put to the client, not answered early
+    assert ended.status == "completed" and ended.result is not None
+    output = ended.result["structuredContent"]
+    assert "error" in output and "not approved" in json.dumps(output), output
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    answers = [e["data"]["outcome"] for e in events if e["type"] == "approval_answer"]
+    assert answers == ["approved", "denied"]
+    ran = [e["data"] for e in events if e["type"] == "call_timing" and e["data"]["ok"]]
+    assert len(ran) == 1

@@ -52,7 +52,7 @@ from toolnexus.errors import ConfigurationError
 from toolnexus.mcp._config import BUDGET_KEYS
 from toolnexus.mcp._lane import SessionLanes
 from toolnexus.mcp._proxy import RAW_RESULT, Upstreams
-from toolnexus.mcp._relay import CallScope, Parked, Refused, Relay, current_call
+from toolnexus.mcp._relay import CallScope, Parked, Refused, Relay, call_digest, current_call
 from toolnexus.mcp._tasks import TaskSupport
 from toolnexus.scheduling import max_tool_concurrency
 from toolnexus.session import Session, events
@@ -342,8 +342,10 @@ class Gateway:
                 ``requestState`` this gateway did not issue, or one answered already.
         """
         self._remember(ctx.session)
+        call = call_digest(params.name, params.arguments)
         if params.request_state is not None:
-            return await self._parked.resume(ctx, params.request_state, params.input_responses)
+            responses = params.input_responses
+            return await self._parked.resume(ctx, params.request_state, responses, call)
         arguments = dict(params.arguments or {})
         if params.name == TOOL_SEARCH and self.tiered:
             return self._search(arguments)
@@ -358,7 +360,7 @@ class Gateway:
                 lane,
                 RUN_CODE_TOOL,
                 arguments,
-                lambda: self._in_scope(CallScope(ctx, budget=budget), work),
+                lambda: self._in_scope(CallScope(ctx, budget=budget, call=call), work),
             )
         tool = next((t for t in self.granted if t.name == params.name), None)
         if self.mode != "both" or tool is None:
@@ -368,7 +370,8 @@ class Gateway:
         def direct(scope: CallScope) -> Any:
             return self._direct(scope, found, arguments)
 
-        scope = CallScope(ctx, budget=tool.timeout or DEFAULT_BUDGET, forward_progress=True)
+        budget = tool.timeout or DEFAULT_BUDGET
+        scope = CallScope(ctx, budget=budget, forward_progress=True, call=call)
         return await self.lanes.run(lane, tool, arguments, lambda: self._in_scope(scope, direct))
 
     def _listing(self, tool: Tool) -> types.Tool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import hashlib
 import itertools
 import json
 import logging
@@ -34,7 +36,15 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["UPSTREAM_META", "CallScope", "Parked", "Refused", "Relay", "current_call"]
+__all__ = [
+    "UPSTREAM_META",
+    "CallScope",
+    "Parked",
+    "Refused",
+    "Relay",
+    "call_digest",
+    "current_call",
+]
 
 logger = logging.getLogger("toolnexus.mcp")
 
@@ -89,11 +99,15 @@ class CallScope:
     Args:
         ctx: The request context of the call's first round.
         budget: Seconds every question of the call must be answered within (the call's budget).
+        call: The call's `call_digest` (2026-07-28: each round's state is bound to it).
         forward_progress: Whether upstream progress is passed to the client (a direct call:
             the upstream's own, increasing, numbers); a program reports its own steps.
     """
 
-    def __init__(self, ctx: Any, *, budget: float, forward_progress: bool = False) -> None:
+    def __init__(
+        self, ctx: Any, *, budget: float, call: str, forward_progress: bool = False
+    ) -> None:
+        self.call = call
         self.session = ctx.session
         self.request_id = ctx.request_id
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -152,7 +166,9 @@ class CallScope:
             raise Refused("malformed", why) from None
 
     async def _parked_question(self, request: Any, result_type: type[BaseModel]) -> Any:
-        key = f"q{next(self._keys)}"
+        # numbered, and random: no client can answer a question before it has seen its key
+        # (a 2026-07-28 task's tasks/update names no round, only keys)
+        key = f"q{next(self._keys)}-{secrets.token_urlsafe(9)}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[key] = (request, result_type, future)
         self.asked.set()
@@ -166,13 +182,15 @@ class CallScope:
         pending = self.pending.items()
         return {key: request for key, (request, _, future) in pending if not future.done()}
 
-    def answer(self, responses: Mapping[str, Any] | None) -> None:
+    def answer(self, responses: Mapping[str, Any] | None, asked: frozenset[str]) -> None:
         """Deliver a round's ``inputResponses``: each to its question, checked against the
         answer type that question needs (one of another shape refuses it as malformed).
-        Keys the gateway did not ask are ignored; questions left unanswered are asked again."""
+        Only the questions of that round (``asked``) take an answer: other keys (never asked,
+        or asked since, which the client has not seen) are ignored; questions left unanswered
+        are asked again."""
         for key, value in (responses or {}).items():
             entry = self.pending.get(key)
-            if entry is None or entry[2].done():
+            if key not in asked or entry is None or entry[2].done():
                 logger.info("an input response for %r, which was not asked, was ignored", key)
                 continue
             _, result_type, future = entry
@@ -201,18 +219,39 @@ class CallScope:
 Work = Callable[[CallScope], Coroutine[Any, Any, Any]]
 
 
+def call_digest(name: str, arguments: Mapping[str, Any] | None) -> str:
+    """A digest of one ``tools/call``'s tool and arguments (what a round's state is bound to)."""
+    text = json.dumps([name, dict(arguments or {})], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclasses.dataclass
+class _Call:
+    """A parked call: its task, and its latest round (its number; whether it still waits
+    for its answer; the keys of its questions)."""
+
+    scope: CallScope
+    task: asyncio.Task[Any]
+    round: int = 0
+    open: bool = False
+    asked: frozenset[str] = frozenset()
+
+
 class Parked:
     """The 2026-07-28 calls that asked the client something and wait for its next round.
 
     A call runs in a task of its own; each round returns either its result or an
-    ``InputRequiredResult`` whose ``requestState`` names the call and the round. That state
-    is sealed by the SDK's `RequestStateBoundary` (AES-GCM under a key of this process, bound
-    to the method, the tool and its arguments): the gateway only ever sees states it issued.
-    A round may be answered once: a second answer to the same state is refused.
+    ``InputRequiredResult`` whose ``requestState`` names the call (a random id), the
+    round's number (1, 2, ...) and the digest of the call's tool and arguments
+    (`call_digest`). That state is sealed by the SDK's `RequestStateBoundary` (AES-GCM under
+    a key of this process, bound to the method, the tool and its arguments): the gateway only
+    ever sees states it issued. A state answers its own round, once, and only that round's
+    questions: a state of an earlier round, of a round answered already, or of another call
+    is refused.
     """
 
     def __init__(self) -> None:
-        self._calls: dict[str, tuple[CallScope, asyncio.Task[Any], int]] = {}
+        self._calls: dict[str, _Call] = {}
 
     async def start(self, scope: CallScope, work: Work) -> Any:
         """Run ``work`` for a new call; its result, or the first ``InputRequiredResult``."""
@@ -223,7 +262,7 @@ class Parked:
         )
         call_id = secrets.token_urlsafe(16)
         task.add_done_callback(lambda _: self._expire(call_id))
-        self._calls[call_id] = (scope, task, 0)
+        self._calls[call_id] = _Call(scope, task)
         return await self._round(call_id)
 
     async def unanswerable(self, state: str) -> None:
@@ -232,48 +271,59 @@ class Parked:
         some other way, or the call ended. A task, which has no client round to wait for,
         then takes the next round with no answers (see `toolnexus.mcp._tasks`)."""
         decoded = _decoded(state)
-        entry = self._calls.get(decoded[0]) if decoded is not None else None
+        entry = self._calls.get(decoded["call"]) if decoded is not None else None
         if entry is None:
             return
-        scope, task, _ = entry
-        waiting = [future for _, _, future in scope.pending.values() if not future.done()]
-        await asyncio.wait({task, *waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting = [future for _, _, future in entry.scope.pending.values() if not future.done()]
+        await asyncio.wait({entry.task, *waiting}, return_when=asyncio.FIRST_COMPLETED)
 
     def cancel(self, state: str) -> None:
         """Stop the call of ``state`` (its task was cancelled while the call was parked)."""
         decoded = _decoded(state)
-        entry = self._calls.pop(decoded[0], None) if decoded is not None else None
+        entry = self._calls.pop(decoded["call"], None) if decoded is not None else None
         if entry is not None:
-            entry[1].cancel()
+            entry.task.cancel()
 
-    async def resume(self, ctx: Any, state: str, responses: Mapping[str, Any] | None) -> Any:
-        """The next round of a parked call, with the client's answers.
+    async def resume(
+        self, ctx: Any, state: str, responses: Mapping[str, Any] | None, call: str
+    ) -> Any:
+        """The next round of a parked call, with the client's answers to the round of
+        ``state``; ``call`` is the `call_digest` of the request that carries them.
 
         Raises:
-            MCPError: (-32602) a state naming no call in progress, or a round answered
-                already.
+            MCPError: (-32602) a state naming no call in progress, a round answered
+                already, or a state of another round or call than the one it answers.
         """
         decoded = _decoded(state)
         if decoded is None:
             raise _invalid("the requestState is not one this gateway issued")
-        call_id, round_number = decoded
-        entry = self._calls.get(call_id)
+        entry = self._calls.get(decoded["call"])
         if entry is None:
             raise _invalid(
                 "the requestState names no call in progress (it finished and its result was "
                 "fetched, or it expired)"
             )
-        scope, task, expected = entry
-        if round_number != expected:
-            raise _invalid("this round was answered already; a round takes one answer")
-        self._calls[call_id] = (scope, task, -1)  # answered: a second answer is refused
-        scope.follow(ctx)
-        scope.asked.clear()
-        scope.answer(responses)
-        return await self._round(call_id)
+        if decoded["args"] != call:
+            raise _invalid(
+                "the requestState is of another call (another tool or other arguments): "
+                "send it with the call whose round it came with"
+            )
+        if decoded["round"] < entry.round or not entry.open:
+            raise _invalid(
+                f"round {decoded['round']} of this call was answered already; a round takes "
+                f"one answer (answer round {entry.round} with its own requestState)"
+            )
+        if decoded["round"] != entry.round:
+            raise _invalid(f"the requestState names round {decoded['round']}, not yet asked")
+        entry.open = False  # answered: a second answer is refused
+        entry.scope.follow(ctx)
+        entry.scope.asked.clear()
+        entry.scope.answer(responses, entry.asked)
+        return await self._round(decoded["call"])
 
     async def _round(self, call_id: str) -> Any:
-        scope, task, number = self._calls[call_id]
+        entry = self._calls[call_id]
+        scope, task = entry.scope, entry.task
         if not scope.open_questions():
             asked = asyncio.ensure_future(scope.asked.wait())
             try:
@@ -284,29 +334,31 @@ class Parked:
                 raise
             finally:
                 asked.cancel()
-        if task.done() and not scope.open_questions():
+        questions = scope.open_questions()
+        if task.done() and not questions:
             self._calls.pop(call_id, None)
             return task.result()
-        number = max(number, 0) + 1
-        self._calls[call_id] = (scope, task, number)
-        return types.InputRequiredResult(
-            input_requests=scope.open_questions(),
-            request_state=json.dumps({"call": call_id, "round": number}),
-        )
+        entry.round += 1
+        entry.open = True
+        entry.asked = frozenset(questions)
+        state = {"call": call_id, "round": entry.round, "args": scope.call}
+        return types.InputRequiredResult(input_requests=questions, request_state=json.dumps(state))
 
     def _expire(self, call_id: str) -> None:
         """A finished call's result waits `RESULT_GRACE` seconds for the client's round."""
         asyncio.get_running_loop().call_later(RESULT_GRACE, self._calls.pop, call_id, None)
 
 
-def _decoded(state: str) -> tuple[str, Any] | None:
-    """The call and round a ``requestState`` of this gateway's names, else ``None``."""
+def _decoded(state: str) -> dict[str, Any] | None:
+    """The call, round and call digest a ``requestState`` of this gateway's names, else
+    ``None``."""
     try:
         decoded = json.loads(state)
-        call_id, round_number = decoded["call"], decoded["round"]
+        fields = {key: decoded[key] for key in ("call", "round", "args")}
     except (ValueError, KeyError, TypeError):
         return None
-    return (call_id, round_number) if isinstance(call_id, str) else None
+    texts = isinstance(fields["call"], str) and isinstance(fields["args"], str)
+    return fields if texts and type(fields["round"]) is int else None
 
 
 def _invalid(message: str) -> MCPError:

@@ -30,7 +30,6 @@ random bits, is then the bearer secret, as the extension's security notes allow.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -199,28 +198,37 @@ class _Local:
     channels: list[Any] = dataclasses.field(default_factory=list)  # waiting tasks/result:
     # (session, request id) of each, whose stream may carry what the task asks
     channel_open: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    answers: asyncio.Queue[dict[str, Any]] = dataclasses.field(
-        default_factory=lambda: asyncio.Queue(maxsize=4)  # more is dropped (see `_update`)
-    )
+    answering: asyncio.Future[dict[str, Any]] | None = None  # the open round's answers
 
     async def input_responses(self, requests: Mapping[str, BaseModel]) -> dict[str, Any]:
         """2026-07-28: show ``requests`` on ``tasks/get`` (the task ``input_required``) and
-        wait for a ``tasks/update`` that answers at least one of them; its responses."""
+        wait for a ``tasks/update`` that answers at least one of them (see `answer`); its
+        responses to them."""
         wire = {
             key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
             for key, request in requests.items()
         }
+        self.answering = asyncio.get_running_loop().create_future()
         self.status("input_required", "waiting for the client's answer (tasks/update)")
         self.state.input_requests = wire
         try:
-            while True:
-                answered = await self.answers.get()
-                given = {key: value for key, value in answered.items() if key in wire}
-                if given:
-                    return given
+            return await self.answering
         finally:
+            self.answering = None
             self.state.input_requests = None
             self.status("working", "answered")
+
+    def answer(self, responses: Mapping[str, Any]) -> bool:
+        """A ``tasks/update``'s responses, for the questions shown now: only those asked (an
+        answer to a question not asked yet, or of an earlier round, answers nothing, and is
+        not kept for later), and only the first update that answers one (a round takes one
+        answer). Whether it answered one."""
+        asked = self.state.input_requests or {}
+        given = {key: value for key, value in responses.items() if key in asked}
+        if not given or self.answering is None or self.answering.done():
+            return False
+        self.answering.set_result(given)
+        return True
 
     def status(self, status: Status, message: str) -> None:
         if self.state.status not in TERMINAL:
@@ -600,15 +608,15 @@ class TaskSupport:
     async def _update(self, ctx: Any, params: _UpdateParams) -> dict[str, Any]:
         """``tasks/update`` (2026-07-28): answers to the task's ``inputRequests``. Keys that
         are not outstanding are ignored, as the extension says (a durable task never asks),
-        and the update is acknowledged; each answer is checked against what its question
-        needs (one of another shape refuses the call as malformed, never runs it)."""
+        and the update is acknowledged: an answer to a question not asked yet is dropped, not
+        kept for when it is (see `_Local.answer`); each answer is checked against what its
+        question needs (one of another shape refuses the call as malformed, never runs it)."""
         _check_modern(ctx)
         local = self._local(ctx, params.task_id)
         if local is None:
             await self._find(ctx, params.task_id)  # a durable task, or "not found"
-        elif local.state.input_requests and params.input_responses:
-            with contextlib.suppress(asyncio.QueueFull):  # a flood of updates is dropped
-                local.answers.put_nowait(dict(params.input_responses))
+        elif not local.answer(params.input_responses):
+            logger.info("a tasks/update that answers no question asked now was ignored")
         return {}
 
 
