@@ -903,3 +903,52 @@ def test_a_forged_or_foreign_last_event_id_replays_nothing(config_path: Path) ->
         process.communicate(timeout=10)
     for name, got in replayed.items():
         assert not [e for e in got if e.get("data")], (name, got)  # none of the victim's
+
+
+# -- routing and protocol: what upstreams offer ------------------------------------------------
+
+OFFER = str(HERE / "mcp_offer_server.py")
+
+
+def offering(name: str, *offer: str) -> dict[str, Any]:
+    """An upstream (``tests/mcp_offer_server.py``) offering what ``offer`` says
+    (``"--template", "note://{+path}"``, ``"--prompt", "hello"``, ``"--tool", "t"``)."""
+    return {"command": sys.executable, "args": [OFFER, name, *offer]}
+
+
+async def test_a_read_goes_to_the_most_specific_template_not_a_catch_all(tmp_path: Path) -> None:
+    """A catch-all ``note://{+path}`` of one server listed first does not take the reads meant
+    for another's ``note://t/{id}``; equally specific templates that no URI matches twice
+    (``note://t/{id}``, ``note://u/{id}``) both serve."""
+    servers = {
+        "notes": offering("notes", "--tool", "t", "--template", "note://{+path}"),
+        "work": offering("work", "--tool", "t", "--template", "note://t/{id}"),
+        "other": offering("other", "--tool", "t", "--template", "note://u/{id}"),
+    }
+    async with gateway(write_config(tmp_path, servers)) as session:
+        read = {
+            uri: (await session.read_resource(uri)).contents[0]
+            for uri in ("note://t/42", "note://u/7", "note://x/y/z", "note://t/42/more")
+        }
+    said = {uri: getattr(content, "text", "") for uri, content in read.items()}
+    assert said == {
+        "note://t/42": "work read note://t/42",
+        "note://u/7": "other read note://u/7",
+        "note://x/y/z": "notes read note://x/y/z",
+        "note://t/42/more": "notes read note://t/42/more",  # {id} does not span a "/"
+    }
+
+
+def test_equally_specific_templates_of_two_servers_matching_one_uri_stop_the_gateway(
+    tmp_path: Path,
+) -> None:
+    """``note://{kind}/x`` and ``note://x/{id}`` are equally specific, and ``note://x/x``
+    matches both: the gateway could not tell which server to ask, so it refuses to start,
+    in one line naming both servers and both templates."""
+    servers = {
+        "alpha": offering("alpha", "--tool", "t", "--template", "note://{kind}/x"),
+        "beta": offering("beta", "--tool", "t", "--template", "note://x/{id}"),
+    }
+    line = config_refused(write_config(tmp_path, servers))
+    assert "'alpha'" in line and "'beta'" in line, line
+    assert "note://{kind}/x" in line and "note://x/{id}" in line, line

@@ -7,7 +7,9 @@
 * Resources, resource templates, prompts and completion of every upstream are aggregated.
   Resource URIs stay exactly as their server gives them (tool results carry them): a read,
   subscribe or unsubscribe goes to the server that listed the URI, else to the one whose
-  template matches it. Two servers listing one URI (or one template) is an error naming both.
+  template matches it most specifically (`toolnexus.mcp._templates`). Two servers listing one
+  URI (or one template), or equally specific templates of two servers matching one URI, is
+  an error naming both.
   Prompts are named ``<server>_<prompt>`` like tools (by their own names for a server whose
   ``prefix`` is false); ``completion/complete`` is routed by prompt name or template.
 * Logging: ``logging/setLevel`` is honoured (and passed on to every upstream that logs), and
@@ -35,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolnexus.errors import ConfigurationError
+from toolnexus.mcp._templates import Template
 from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._mcp import McpTools, _parse_problem, calls_as_task, list_all, task_support
 from toolnexus.tools.mcp import call_value
@@ -53,26 +56,6 @@ RAW_RESULT = "mcp_result"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-def _template_pattern(template: str) -> re.Pattern[str]:
-    """A regular expression matching the URIs an RFC 6570 template expands to (simple and
-    reserved expansion, path and query forms): literal parts exactly, variables loosely."""
-    pattern = ""
-    for literal, expression in re.findall(r"([^{]*)(\{[^}]*\})?", template):
-        pattern += re.escape(literal)
-        if not expression:
-            continue
-        operator = expression[1:2]
-        if operator in ("+", "#"):
-            pattern += ".*"
-        elif operator in ("?", "&"):
-            pattern += r"(?:[?&][^#]*)?"
-        elif operator == "/":
-            pattern += r"(?:/[^?#]*)?"
-        else:
-            pattern += r"[^/?#&]*"
-    return re.compile(pattern + r"\Z")
-
-
 @dataclass
 class _Routes:
     """Which upstream serves what: resource URIs, templates, prompts (gateway name ->
@@ -80,7 +63,7 @@ class _Routes:
 
     uris: dict[str, str] = field(default_factory=dict)
     templates: dict[str, str] = field(default_factory=dict)
-    patterns: list[tuple[re.Pattern[str], str, str]] = field(default_factory=list)
+    matching: list[Template] = field(default_factory=list)  # the most specific first
     prompts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
@@ -188,8 +171,9 @@ class Upstreams:
         and route them; the gateway's listings serve from this until listed again.
 
         Raises:
-            ConfigurationError: two servers list one resource URI or template, or two
-                prompts take one name, naming both servers.
+            ConfigurationError: two servers list one resource URI or template, or templates
+                of two servers that are equally specific and match one URI, or two prompts
+                take one name, naming both servers.
         """
         routes = _Routes()
         resources: list[types.Resource] = []
@@ -201,10 +185,9 @@ class Upstreams:
                 resources.append(resource)
             for template in await self._listed(link, "resource_templates"):
                 _claim(routes.templates, template.uri_template, server, "resource template")
-                routes.patterns.append(
-                    (_template_pattern(template.uri_template), template.uri_template, server)
-                )
+                routes.matching.append(Template(template.uri_template, server))
                 templates.append(template)
+        routes.matching = _by_specificity(routes.matching)
         for server, link in self._capable("prompts").items():
             for prompt in await self._listed(link, "prompts"):
                 name = f"{server}_{prompt.name}" if self._prefix(server) else prompt.name
@@ -250,7 +233,7 @@ class Upstreams:
 
     def _resource_server(self, uri: str) -> str:
         """The server that serves ``uri``: the one that listed it, else the one whose
-        template matches it.
+        template matches it most specifically (see `toolnexus.mcp._templates`).
 
         Raises:
             MCPError: no server lists it nor has a matching template (``-32602``).
@@ -258,9 +241,9 @@ class Upstreams:
         server = self.routes.uris.get(uri)
         if server is not None:
             return server
-        for pattern, _, owner in self.routes.patterns:
-            if pattern.match(uri):
-                return owner
+        for template in self.routes.matching:
+            if template.matches(uri):
+                return template.server
         raise MCPError(
             types.INVALID_PARAMS,
             f"no upstream server lists the resource {uri[:300]!r} or a template it matches",
@@ -480,6 +463,28 @@ def _claim(owners: dict[str, str], key: str, server: str, what: str) -> None:
             "the gateway could not tell which to ask: leave one of them out of the config."
         )
     owners[key] = server
+
+
+def _by_specificity(templates: list[Template]) -> list[Template]:
+    """``templates``, the most specific first (listing order among equals).
+
+    Raises:
+        ConfigurationError: templates of two servers are equally specific and some URI
+            matches both, naming both templates and both servers.
+    """
+    ordered = sorted(templates, key=lambda t: t.specificity, reverse=True)
+    for i, template in enumerate(ordered):
+        for other in ordered[i + 1 :]:
+            if other.specificity != template.specificity:
+                break
+            if other.server != template.server and template.overlaps(other):
+                raise ConfigurationError(
+                    f"the resource templates {template.text[:200]!r} of MCP server "
+                    f"{template.server!r} and {other.text[:200]!r} of {other.server!r} are "
+                    "equally specific and match the same URIs, so the gateway cannot tell "
+                    "which server to ask: leave one of the servers out of the config."
+                )
+    return ordered
 
 
 def _page(items: list[Any], params: types.PaginatedRequestParams | None) -> tuple[list[Any], Any]:
