@@ -952,3 +952,20 @@ def test_equally_specific_templates_of_two_servers_matching_one_uri_stop_the_gat
     line = config_refused(write_config(tmp_path, servers))
     assert "'alpha'" in line and "'beta'" in line, line
     assert "note://{kind}/x" in line and "note://x/{id}" in line, line
+
+
+async def test_a_direct_call_passes_on_only_increasing_upstream_progress(tmp_path: Path) -> None:
+    """An upstream whose progress goes 1, 3, 2, 2, 5: the client of a direct call gets 1, 3,
+    5 (the spec's progress MUST increase), as a program's own steps always do."""
+    config = write_config(tmp_path, {"up": offering("up", "--tool", "t")}, mode="both")
+    seen: list[float] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(done)
+
+    async with gateway(config) as session:
+        answer = await session.call_tool("up_t", {"kind": "backwards"}, progress_callback=progress)
+        for _ in range(50):  # the SDK runs each callback in a task of its own
+            await asyncio.sleep(0.02)
+    assert text_of(answer) == "t says backwards"
+    assert seen == [1, 3, 5]

@@ -23,6 +23,7 @@ import contextvars
 import itertools
 import json
 import logging
+import math
 import secrets
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -90,7 +91,8 @@ class CallScope:
         ctx: The request context of the call's first round.
         budget: Seconds every question of the call must be answered within (the call's budget).
         forward_progress: Whether upstream progress is passed to the client (a direct call:
-            the upstream's own, increasing, numbers); a program reports its own steps.
+            the upstream's own numbers, those that do not increase dropped, see
+            `report_progress`); a program reports its own steps.
     """
 
     def __init__(self, ctx: Any, *, budget: float, forward_progress: bool = False) -> None:
@@ -100,6 +102,7 @@ class CallScope:
         self.budget = budget
         self.deadline = asyncio.get_running_loop().time() + budget
         self.forward_progress = forward_progress
+        self.progressed = -math.inf  # the last progress sent
         self.calling: Counter[str] = Counter()  # the upstream servers it is waiting on
         self.pending: dict[str, tuple[Any, type[BaseModel], asyncio.Future[Any]]] = {}
         self.asked = asyncio.Event()  # a question was added (2026-07-28: a round is due)
@@ -191,7 +194,13 @@ class CallScope:
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
     ) -> None:
-        """A progress notification for the call, on its current round (never raises)."""
+        """A progress notification for the call, on its current round (never raises); one
+        whose ``progress`` is not above the last one sent is dropped, so the client sees it
+        increase whatever an upstream sends (the spec's MUST)."""
+        if not progress > self.progressed:  # NaN, too, is not above
+            logger.debug("dropped progress %r: not above %r", progress, self.progressed)
+            return
+        self.progressed = progress
         try:
             await self.session.report_progress(progress, total, message)
         except Exception:  # a client that went away must not fail the call
