@@ -7,6 +7,7 @@ what no SDK would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -969,3 +970,70 @@ async def test_a_direct_call_passes_on_only_increasing_upstream_progress(tmp_pat
             await asyncio.sleep(0.02)
     assert text_of(answer) == "t says backwards"
     assert seen == [1, 3, 5]
+
+
+def offering_gateway(tmp_path: Path, *offer: str) -> Any:
+    """The stdio gateway (``--mode both``) of one upstream ``up`` offering ``offer``."""
+    tmp_path.mkdir(exist_ok=True)
+    config = write_config(tmp_path, {"up": offering("up", "--tool", "t", *offer)}, mode="both")
+    return gateway_process(config)
+
+
+async def told_on_handshake(params: Any) -> tuple[types.ServerCapabilities, set[str]]:
+    """What a 2025-11-25 client is told it will hear of, and the list changes it hears while
+    the upstream changes its resources and prompts (``up_t`` with kind ``changed``)."""
+    heard: set[str] = set()
+
+    async def hear(message: Any) -> None:
+        heard.add(str(getattr(message, "method", "")))
+
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=hear) as session,
+    ):
+        declared = (await session.initialize()).capabilities
+        assert text_of(await session.call_tool("up_t", {"kind": "changed"})) == "t says changed"
+        await asyncio.sleep(1)  # generous: the notifications came before the answer
+    return declared, {m for m in heard if m.endswith("list_changed")}
+
+
+async def told_on_listen(params: Any) -> set[str]:
+    """The list changes a 2026-07-28 client hears on ``subscriptions/listen`` meanwhile."""
+    from mcp import Client
+    from mcp.client.subscriptions import listen
+
+    heard: set[str] = set()
+    async with Client(params, mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        async with listen(
+            client.session, prompts_list_changed=True, resources_list_changed=True
+        ) as events:
+            await client.session.call_tool("up_t", {"kind": "changed"})
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(3):
+                    async for event in events:
+                        heard.add(type(event).__name__)
+                        if len(heard) == 2:
+                            break
+    return heard
+
+
+async def test_list_changes_are_sent_exactly_when_list_changed_is_declared(
+    tmp_path: Path,
+) -> None:
+    """An upstream that offers resources and prompts, and says they changed: the gateway
+    declares ``listChanged: true`` for both (and tools) and tells its clients, on either
+    generation. One that offers neither, and says so anyway: the gateway declares neither
+    and tells no one (a hostile upstream cannot make it send what it did not declare)."""
+    offers = offering_gateway(tmp_path, "--template", "note://{id}", "--prompt", "hello")
+    declared, heard = await told_on_handshake(offers)
+    assert declared.tools and declared.tools.list_changed is True
+    assert declared.resources and declared.resources.list_changed is True
+    assert declared.prompts and declared.prompts.list_changed is True
+    assert heard == {"notifications/resources/list_changed", "notifications/prompts/list_changed"}
+    assert await told_on_listen(offers) == {"ResourcesListChanged", "PromptsListChanged"}
+
+    bare = offering_gateway(tmp_path / "bare")
+    declared, heard = await told_on_handshake(bare)
+    assert declared.resources is None and declared.prompts is None
+    assert heard == set()

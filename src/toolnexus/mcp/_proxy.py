@@ -33,6 +33,7 @@ from typing import Any
 
 from mcp import types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ServerEvent
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -95,6 +96,8 @@ class Upstreams:
         self.failures: dict[str, str] = {}  # "<server> <kind>" -> why that listing failed
         self._flights: list[_InFlight] = []
         self._clients: Callable[[], list[Any]] = list
+        self._served: set[str] = set()  # what lists the gateway serves ("resources", "prompts")
+        self._publish: Callable[[ServerEvent], Awaitable[None]] = _unheard
         for link in self._links().values():
             link.on_notification = self._forwarder(link.server.name)
 
@@ -251,12 +254,23 @@ class Upstreams:
 
     # -- handlers ------------------------------------------------------------------------------
 
-    def install(self, server: Server[Any], clients: Callable[[], list[Any]]) -> None:
+    def install(
+        self,
+        server: Server[Any],
+        clients: Callable[[], list[Any]],
+        publish: Callable[[ServerEvent], Awaitable[None]],
+    ) -> None:
         """Serve the aggregated resources, prompts, completion and logging on ``server``
-        (``clients`` lists the connected clients, to pass upstream log messages on to)."""
-        self._clients = clients
+        (``clients`` lists the connected clients, to pass upstream log messages and list
+        changes on to; ``publish`` tells the 2026-07-28 clients' ``subscriptions/listen``).
+
+        The gateway serves (and declares, with ``listChanged: true``) ``resources`` and
+        ``prompts`` only when an upstream declares them, and passes list changes on only then.
+        """
+        self._clients, self._publish = clients, publish
+        self._served = {kind for kind in ("resources", "prompts") if self._capable(kind)}
         add = server.add_request_handler
-        if self._capable("resources"):
+        if "resources" in self._served:
             add("resources/list", types.PaginatedRequestParams, self._list_resources)
             add("resources/templates/list", types.PaginatedRequestParams, self._list_templates)
             add("resources/read", types.ReadResourceRequestParams, self._read)
@@ -268,7 +282,7 @@ class Upstreams:
             if subscribable:
                 add("resources/subscribe", types.SubscribeRequestParams, self._subscribe)
                 add("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
-        if self._capable("prompts"):
+        if "prompts" in self._served:
             add("prompts/list", types.PaginatedRequestParams, self._list_prompts)
             add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
         if self._capable("completions"):
@@ -394,13 +408,27 @@ class Upstreams:
                 for client in list(self.subscribers.get(message.params.uri, ())):
                     await _told(client.send_resource_updated(message.params.uri))
             elif isinstance(message, types.ResourceListChangedNotification):
-                for client in self._clients():
-                    await _told(client.send_resource_list_changed())
+                await self._list_changed("resources", ResourcesListChanged())
             elif isinstance(message, types.PromptListChangedNotification):
-                for client in self._clients():
-                    await _told(client.send_prompt_list_changed())
+                await self._list_changed("prompts", PromptsListChanged())
 
         return forward
+
+    async def _list_changed(self, kind: str, event: ServerEvent) -> None:
+        """An upstream's ``kind`` list (``"resources"``, ``"prompts"``) changed: every client
+        is told (a 2026-07-28 one on ``subscriptions/listen``) when the gateway serves that
+        list, and so declares ``listChanged`` for it (see `install`); else it is dropped."""
+        if kind not in self._served:
+            logger.debug("dropped an upstream's %s list change: the gateway serves none", kind)
+            return
+        await self._publish(event)
+        for client in self._clients():
+            told = (
+                client.send_resource_list_changed()
+                if kind == "resources"
+                else client.send_prompt_list_changed()
+            )
+            await _told(told)
 
     async def _log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         """An upstream's log message, passed on with the server as its ``logger``: on the
@@ -423,6 +451,10 @@ class Upstreams:
             if _below(params.level, wanted):
                 continue
             await _told(client.log(params.level, params.data, name))
+
+
+async def _unheard(event: ServerEvent) -> None:
+    """No ``subscriptions/listen`` to tell (the proxy is not installed on a server)."""
 
 
 SEND_SECONDS = 5.0
