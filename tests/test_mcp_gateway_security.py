@@ -7,6 +7,7 @@ what no SDK would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -1010,3 +1011,136 @@ async def test_a_task_update_for_a_question_not_asked_answers_nothing(tmp_path: 
     assert answers == ["approved", "denied"]
     ran = [e["data"] for e in events if e["type"] == "call_timing" and e["data"]["ok"]]
     assert len(ran) == 1
+
+
+# -- routing and protocol: what upstreams offer ------------------------------------------------
+
+OFFER = str(HERE / "mcp_offer_server.py")
+
+
+def offering(name: str, *offer: str) -> dict[str, Any]:
+    """An upstream (``tests/mcp_offer_server.py``) offering what ``offer`` says
+    (``"--template", "note://{+path}"``, ``"--prompt", "hello"``, ``"--tool", "t"``)."""
+    return {"command": sys.executable, "args": [OFFER, name, *offer]}
+
+
+async def test_a_read_goes_to_the_most_specific_template_not_a_catch_all(tmp_path: Path) -> None:
+    """A catch-all ``note://{+path}`` of one server listed first does not take the reads meant
+    for another's ``note://t/{id}``; equally specific templates that no URI matches twice
+    (``note://t/{id}``, ``note://u/{id}``) both serve."""
+    servers = {
+        "notes": offering("notes", "--tool", "t", "--template", "note://{+path}"),
+        "work": offering("work", "--tool", "t", "--template", "note://t/{id}"),
+        "other": offering("other", "--tool", "t", "--template", "note://u/{id}"),
+    }
+    async with gateway(write_config(tmp_path, servers)) as session:
+        read = {
+            uri: (await session.read_resource(uri)).contents[0]
+            for uri in ("note://t/42", "note://u/7", "note://x/y/z", "note://t/42/more")
+        }
+    said = {uri: getattr(content, "text", "") for uri, content in read.items()}
+    assert said == {
+        "note://t/42": "work read note://t/42",
+        "note://u/7": "other read note://u/7",
+        "note://x/y/z": "notes read note://x/y/z",
+        "note://t/42/more": "notes read note://t/42/more",  # {id} does not span a "/"
+    }
+
+
+def test_equally_specific_templates_of_two_servers_matching_one_uri_stop_the_gateway(
+    tmp_path: Path,
+) -> None:
+    """``note://{kind}/x`` and ``note://x/{id}`` are equally specific, and ``note://x/x``
+    matches both: the gateway could not tell which server to ask, so it refuses to start,
+    in one line naming both servers and both templates."""
+    servers = {
+        "alpha": offering("alpha", "--tool", "t", "--template", "note://{kind}/x"),
+        "beta": offering("beta", "--tool", "t", "--template", "note://x/{id}"),
+    }
+    line = config_refused(write_config(tmp_path, servers))
+    assert "'alpha'" in line and "'beta'" in line, line
+    assert "note://{kind}/x" in line and "note://x/{id}" in line, line
+
+
+async def test_a_direct_call_passes_on_only_increasing_upstream_progress(tmp_path: Path) -> None:
+    """An upstream whose progress goes 1, 3, 2, 2, 5: the client of a direct call gets 1, 3,
+    5 (the spec's progress MUST increase), as a program's own steps always do."""
+    config = write_config(tmp_path, {"up": offering("up", "--tool", "t")}, mode="both")
+    seen: list[float] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(done)
+
+    async with gateway(config) as session:
+        answer = await session.call_tool("up_t", {"kind": "backwards"}, progress_callback=progress)
+        for _ in range(50):  # the SDK runs each callback in a task of its own
+            await asyncio.sleep(0.02)
+    assert text_of(answer) == "t says backwards"
+    assert seen == [1, 3, 5]
+
+
+def offering_gateway(tmp_path: Path, *offer: str) -> Any:
+    """The stdio gateway (``--mode both``) of one upstream ``up`` offering ``offer``."""
+    tmp_path.mkdir(exist_ok=True)
+    config = write_config(tmp_path, {"up": offering("up", "--tool", "t", *offer)}, mode="both")
+    return gateway_process(config)
+
+
+async def told_on_handshake(params: Any) -> tuple[types.ServerCapabilities, set[str]]:
+    """What a 2025-11-25 client is told it will hear of, and the list changes it hears while
+    the upstream changes its resources and prompts (``up_t`` with kind ``changed``)."""
+    heard: set[str] = set()
+
+    async def hear(message: Any) -> None:
+        heard.add(str(getattr(message, "method", "")))
+
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, message_handler=hear) as session,
+    ):
+        declared = (await session.initialize()).capabilities
+        assert text_of(await session.call_tool("up_t", {"kind": "changed"})) == "t says changed"
+        await asyncio.sleep(1)  # generous: the notifications came before the answer
+    return declared, {m for m in heard if m.endswith("list_changed")}
+
+
+async def told_on_listen(params: Any) -> set[str]:
+    """The list changes a 2026-07-28 client hears on ``subscriptions/listen`` meanwhile."""
+    from mcp import Client
+    from mcp.client.subscriptions import listen
+
+    heard: set[str] = set()
+    async with Client(params, mode="auto") as client:
+        assert client.protocol_version == "2026-07-28"
+        async with listen(
+            client.session, prompts_list_changed=True, resources_list_changed=True
+        ) as events:
+            await client.session.call_tool("up_t", {"kind": "changed"})
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(3):
+                    async for event in events:
+                        heard.add(type(event).__name__)
+                        if len(heard) == 2:
+                            break
+    return heard
+
+
+async def test_list_changes_are_sent_exactly_when_list_changed_is_declared(
+    tmp_path: Path,
+) -> None:
+    """An upstream that offers resources and prompts, and says they changed: the gateway
+    declares ``listChanged: true`` for both (and tools) and tells its clients, on either
+    generation. One that offers neither, and says so anyway: the gateway declares neither
+    and tells no one (a hostile upstream cannot make it send what it did not declare)."""
+    offers = offering_gateway(tmp_path, "--template", "note://{id}", "--prompt", "hello")
+    declared, heard = await told_on_handshake(offers)
+    assert declared.tools and declared.tools.list_changed is True
+    assert declared.resources and declared.resources.list_changed is True
+    assert declared.prompts and declared.prompts.list_changed is True
+    assert heard == {"notifications/resources/list_changed", "notifications/prompts/list_changed"}
+    assert await told_on_listen(offers) == {"ResourcesListChanged", "PromptsListChanged"}
+
+    bare = offering_gateway(tmp_path / "bare")
+    declared, heard = await told_on_handshake(bare)
+    assert declared.resources is None and declared.prompts is None
+    assert heard == set()

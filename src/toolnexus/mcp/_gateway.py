@@ -254,7 +254,7 @@ class Gateway:
             RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
         )
         if upstreams is not None:
-            upstreams.install(self.server, lambda: list(self._clients))
+            upstreams.install(self.server, lambda: list(self._clients), self._bus.publish)
         self.tasks = TaskSupport(self)  # tools/call as MCP tasks, tasks/* (see _tasks.py)
 
     def _offer(self, tools: Sequence[Tool]) -> None:
@@ -667,9 +667,11 @@ def _check_names(tools: Sequence[Tool]) -> None:
 
 
 class _Server(Server[Any]):
-    """The SDK's server, announcing ``tools.listChanged`` (the gateway sends
-    ``notifications/tools/list_changed`` when an upstream's tools change) to handshake
-    clients on every transport; 2026-07-28 clients get it from ``subscriptions/listen``."""
+    """The SDK's server, announcing ``listChanged`` to handshake clients on every transport
+    for each list it serves (the SDK declares a capability only for a list it has a handler
+    of): ``tools`` (sent when an upstream's tools change), ``resources`` and ``prompts``
+    (the upstreams' changes passed on, see `Upstreams.install`); 2026-07-28 clients get
+    these from ``subscriptions/listen``."""
 
     def create_initialization_options(
         self,
@@ -677,8 +679,11 @@ class _Server(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
+        changes = NotificationOptions(
+            tools_changed=True, prompts_changed=True, resources_changed=True
+        )
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options or changes,
             experimental_capabilities,
             extensions,
         )

@@ -7,7 +7,9 @@
 * Resources, resource templates, prompts and completion of every upstream are aggregated.
   Resource URIs stay exactly as their server gives them (tool results carry them): a read,
   subscribe or unsubscribe goes to the server that listed the URI, else to the one whose
-  template matches it. Two servers listing one URI (or one template) is an error naming both.
+  template matches it most specifically (`toolnexus.mcp._templates`). Two servers listing one
+  URI (or one template), or equally specific templates of two servers matching one URI, is
+  an error naming both.
   Prompts are named ``<server>_<prompt>`` like tools (by their own names for a server whose
   ``prefix`` is false); ``completion/complete`` is routed by prompt name or template.
 * Logging: ``logging/setLevel`` is honoured (and passed on to every upstream that logs), and
@@ -31,10 +33,12 @@ from typing import Any
 
 from mcp import types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, ServerEvent
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolnexus.errors import ConfigurationError
+from toolnexus.mcp._templates import Template
 from toolnexus.tools import Tool, ToolResult
 from toolnexus.tools._mcp import McpTools, _parse_problem, calls_as_task, list_all, task_support
 from toolnexus.tools.mcp import call_value
@@ -53,26 +57,6 @@ RAW_RESULT = "mcp_result"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-def _template_pattern(template: str) -> re.Pattern[str]:
-    """A regular expression matching the URIs an RFC 6570 template expands to (simple and
-    reserved expansion, path and query forms): literal parts exactly, variables loosely."""
-    pattern = ""
-    for literal, expression in re.findall(r"([^{]*)(\{[^}]*\})?", template):
-        pattern += re.escape(literal)
-        if not expression:
-            continue
-        operator = expression[1:2]
-        if operator in ("+", "#"):
-            pattern += ".*"
-        elif operator in ("?", "&"):
-            pattern += r"(?:[?&][^#]*)?"
-        elif operator == "/":
-            pattern += r"(?:/[^?#]*)?"
-        else:
-            pattern += r"[^/?#&]*"
-    return re.compile(pattern + r"\Z")
-
-
 @dataclass
 class _Routes:
     """Which upstream serves what: resource URIs, templates, prompts (gateway name ->
@@ -80,7 +64,7 @@ class _Routes:
 
     uris: dict[str, str] = field(default_factory=dict)
     templates: dict[str, str] = field(default_factory=dict)
-    patterns: list[tuple[re.Pattern[str], str, str]] = field(default_factory=list)
+    matching: list[Template] = field(default_factory=list)  # the most specific first
     prompts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
@@ -112,6 +96,8 @@ class Upstreams:
         self.failures: dict[str, str] = {}  # "<server> <kind>" -> why that listing failed
         self._flights: list[_InFlight] = []
         self._clients: Callable[[], list[Any]] = list
+        self._served: set[str] = set()  # what lists the gateway serves ("resources", "prompts")
+        self._publish: Callable[[ServerEvent], Awaitable[None]] = _unheard
         for link in self._links().values():
             link.on_notification = self._forwarder(link.server.name)
 
@@ -188,8 +174,9 @@ class Upstreams:
         and route them; the gateway's listings serve from this until listed again.
 
         Raises:
-            ConfigurationError: two servers list one resource URI or template, or two
-                prompts take one name, naming both servers.
+            ConfigurationError: two servers list one resource URI or template, or templates
+                of two servers that are equally specific and match one URI, or two prompts
+                take one name, naming both servers.
         """
         routes = _Routes()
         resources: list[types.Resource] = []
@@ -201,10 +188,9 @@ class Upstreams:
                 resources.append(resource)
             for template in await self._listed(link, "resource_templates"):
                 _claim(routes.templates, template.uri_template, server, "resource template")
-                routes.patterns.append(
-                    (_template_pattern(template.uri_template), template.uri_template, server)
-                )
+                routes.matching.append(Template(template.uri_template, server))
                 templates.append(template)
+        routes.matching = _by_specificity(routes.matching)
         for server, link in self._capable("prompts").items():
             for prompt in await self._listed(link, "prompts"):
                 name = f"{server}_{prompt.name}" if self._prefix(server) else prompt.name
@@ -250,7 +236,7 @@ class Upstreams:
 
     def _resource_server(self, uri: str) -> str:
         """The server that serves ``uri``: the one that listed it, else the one whose
-        template matches it.
+        template matches it most specifically (see `toolnexus.mcp._templates`).
 
         Raises:
             MCPError: no server lists it nor has a matching template (``-32602``).
@@ -258,9 +244,9 @@ class Upstreams:
         server = self.routes.uris.get(uri)
         if server is not None:
             return server
-        for pattern, _, owner in self.routes.patterns:
-            if pattern.match(uri):
-                return owner
+        for template in self.routes.matching:
+            if template.matches(uri):
+                return template.server
         raise MCPError(
             types.INVALID_PARAMS,
             f"no upstream server lists the resource {uri[:300]!r} or a template it matches",
@@ -268,12 +254,23 @@ class Upstreams:
 
     # -- handlers ------------------------------------------------------------------------------
 
-    def install(self, server: Server[Any], clients: Callable[[], list[Any]]) -> None:
+    def install(
+        self,
+        server: Server[Any],
+        clients: Callable[[], list[Any]],
+        publish: Callable[[ServerEvent], Awaitable[None]],
+    ) -> None:
         """Serve the aggregated resources, prompts, completion and logging on ``server``
-        (``clients`` lists the connected clients, to pass upstream log messages on to)."""
-        self._clients = clients
+        (``clients`` lists the connected clients, to pass upstream log messages and list
+        changes on to; ``publish`` tells the 2026-07-28 clients' ``subscriptions/listen``).
+
+        The gateway serves (and declares, with ``listChanged: true``) ``resources`` and
+        ``prompts`` only when an upstream declares them, and passes list changes on only then.
+        """
+        self._clients, self._publish = clients, publish
+        self._served = {kind for kind in ("resources", "prompts") if self._capable(kind)}
         add = server.add_request_handler
-        if self._capable("resources"):
+        if "resources" in self._served:
             add("resources/list", types.PaginatedRequestParams, self._list_resources)
             add("resources/templates/list", types.PaginatedRequestParams, self._list_templates)
             add("resources/read", types.ReadResourceRequestParams, self._read)
@@ -285,7 +282,7 @@ class Upstreams:
             if subscribable:
                 add("resources/subscribe", types.SubscribeRequestParams, self._subscribe)
                 add("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe)
-        if self._capable("prompts"):
+        if "prompts" in self._served:
             add("prompts/list", types.PaginatedRequestParams, self._list_prompts)
             add("prompts/get", types.GetPromptRequestParams, self._get_prompt)
         if self._capable("completions"):
@@ -411,13 +408,27 @@ class Upstreams:
                 for client in list(self.subscribers.get(message.params.uri, ())):
                     await _told(client.send_resource_updated(message.params.uri))
             elif isinstance(message, types.ResourceListChangedNotification):
-                for client in self._clients():
-                    await _told(client.send_resource_list_changed())
+                await self._list_changed("resources", ResourcesListChanged())
             elif isinstance(message, types.PromptListChangedNotification):
-                for client in self._clients():
-                    await _told(client.send_prompt_list_changed())
+                await self._list_changed("prompts", PromptsListChanged())
 
         return forward
+
+    async def _list_changed(self, kind: str, event: ServerEvent) -> None:
+        """An upstream's ``kind`` list (``"resources"``, ``"prompts"``) changed: every client
+        is told (a 2026-07-28 one on ``subscriptions/listen``) when the gateway serves that
+        list, and so declares ``listChanged`` for it (see `install`); else it is dropped."""
+        if kind not in self._served:
+            logger.debug("dropped an upstream's %s list change: the gateway serves none", kind)
+            return
+        await self._publish(event)
+        for client in self._clients():
+            told = (
+                client.send_resource_list_changed()
+                if kind == "resources"
+                else client.send_prompt_list_changed()
+            )
+            await _told(told)
 
     async def _log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
         """An upstream's log message, passed on with the server as its ``logger``: on the
@@ -440,6 +451,10 @@ class Upstreams:
             if _below(params.level, wanted):
                 continue
             await _told(client.log(params.level, params.data, name))
+
+
+async def _unheard(event: ServerEvent) -> None:
+    """No ``subscriptions/listen`` to tell (the proxy is not installed on a server)."""
 
 
 SEND_SECONDS = 5.0
@@ -480,6 +495,28 @@ def _claim(owners: dict[str, str], key: str, server: str, what: str) -> None:
             "the gateway could not tell which to ask: leave one of them out of the config."
         )
     owners[key] = server
+
+
+def _by_specificity(templates: list[Template]) -> list[Template]:
+    """``templates``, the most specific first (listing order among equals).
+
+    Raises:
+        ConfigurationError: templates of two servers are equally specific and some URI
+            matches both, naming both templates and both servers.
+    """
+    ordered = sorted(templates, key=lambda t: t.specificity, reverse=True)
+    for i, template in enumerate(ordered):
+        for other in ordered[i + 1 :]:
+            if other.specificity != template.specificity:
+                break
+            if other.server != template.server and template.overlaps(other):
+                raise ConfigurationError(
+                    f"the resource templates {template.text[:200]!r} of MCP server "
+                    f"{template.server!r} and {other.text[:200]!r} of {other.server!r} are "
+                    "equally specific and match the same URIs, so the gateway cannot tell "
+                    "which server to ask: leave one of the servers out of the config."
+                )
+    return ordered
 
 
 def _page(items: list[Any], params: types.PaginatedRequestParams | None) -> tuple[list[Any], Any]:

@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import secrets
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
@@ -101,7 +102,8 @@ class CallScope:
         budget: Seconds every question of the call must be answered within (the call's budget).
         call: The call's `call_digest` (2026-07-28: each round's state is bound to it).
         forward_progress: Whether upstream progress is passed to the client (a direct call:
-            the upstream's own, increasing, numbers); a program reports its own steps.
+            the upstream's own numbers, those that do not increase dropped, see
+            `report_progress`); a program reports its own steps.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class CallScope:
         self.budget = budget
         self.deadline = asyncio.get_running_loop().time() + budget
         self.forward_progress = forward_progress
+        self.progressed = -math.inf  # the last progress sent
         self.calling: Counter[str] = Counter()  # the upstream servers it is waiting on
         self.pending: dict[str, tuple[Any, type[BaseModel], asyncio.Future[Any]]] = {}
         self.asked = asyncio.Event()  # a question was added (2026-07-28: a round is due)
@@ -209,7 +212,13 @@ class CallScope:
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
     ) -> None:
-        """A progress notification for the call, on its current round (never raises)."""
+        """A progress notification for the call, on its current round (never raises); one
+        whose ``progress`` is not above the last one sent is dropped, so the client sees it
+        increase whatever an upstream sends (the spec's MUST)."""
+        if not progress > self.progressed:  # NaN, too, is not above
+            logger.debug("dropped progress %r: not above %r", progress, self.progressed)
+            return
+        self.progressed = progress
         try:
             await self.session.report_progress(progress, total, message)
         except Exception:  # a client that went away must not fail the call
