@@ -20,12 +20,19 @@ EXAMPLE_TOOLS = f"{ROOT / 'examples' / 'tools.py'}:TOOLS"
 
 
 def subprocess_toolnexus(
-    *args: str, stdin: str = "", env: dict[str, str] | None = None
+    *args: str, stdin: str = "", env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "toolnexus.cli", *args]
     full_env = {**os.environ, "COLUMNS": "120", **(env or {})}
     return subprocess.run(
-        command, input=stdin, capture_output=True, text=True, timeout=120, env=full_env, check=False
+        command,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full_env,
+        check=False,
+        cwd=cwd,
     )
 
 
@@ -310,3 +317,47 @@ def test_the_timeline_shows_which_call_and_file_a_waiting_call_waited_for(
     assert "what ran together: [1]  ->  [2]  ->  [3]" in done.stdout  # each runs alone
     # each edit (unsafe: it writes everything) waited for the first call still uncommitted
     assert done.stdout.count("#1 (everything)") == 2
+
+
+def _tripwire(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A folder to run in, and a PATH on which the command ``a`` (what TestModel's ``bash``
+    call runs) leaves a mark outside that folder."""
+    work, bin_dir, mark = tmp_path / "work", tmp_path / "bin", tmp_path / "bash-ran"
+    work.mkdir()
+    bin_dir.mkdir()
+    script = bin_dir / "a"
+    script.write_text(f"#!/bin/sh\ntouch {mark}\n")
+    script.chmod(0o755)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    python_path = os.pathsep.join(str(Path(p).resolve()) for p in paths if p)  # cwd moves
+    return work, {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": python_path}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("run-code", "--model", "test", "--tools", EXAMPLE_TOOLS),
+        ("run-code", "--model", "test", "--language", "javascript", "--tools", EXAMPLE_TOOLS),
+        ("chat", "--model", "test", "--tools", EXAMPLE_TOOLS),
+        ("chat", "--model", "test", "--code-mode", "native", "--tools", EXAMPLE_TOOLS),
+    ],
+)
+def test_the_offline_test_model_runs_nothing_that_changes_this_machine(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    work, env = _tripwire(tmp_path)
+    done = subprocess_toolnexus(*command, stdin="go\n", env=env, cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "search_docs" in done.stdout  # the user's tools were called
+    assert list(work.iterdir()) == []  # no file "a" (write), nothing else
+    assert not (tmp_path / "bash-ran").exists()  # bash -c a never ran
+
+
+def test_run_code_with_the_test_model_calls_bash_and_write_when_asked(tmp_path: Path) -> None:
+    work, env = _tripwire(tmp_path)
+    done = subprocess_toolnexus(
+        "run-code", "--model", "test", "--yes", "--tools", EXAMPLE_TOOLS, env=env, cwd=work
+    )
+    assert done.returncode == 0, done.stderr
+    assert (work / "a").read_text() == "a" and (tmp_path / "bash-ran").exists()

@@ -3,7 +3,7 @@ draw a saved run.
 
     toolnexus [--version] [-v] [--debug] COMMAND ...
     toolnexus run-code FILE|--model test [--language python|javascript] [--max-parallel N]
-                            [--timeout S] [--html REPORT] [TOOL OPTIONS]
+                            [--timeout S] [--html REPORT] [--yes] [TOOL OPTIONS]
     toolnexus sdk [--language L] [--full] [--sdk-threshold BYTES] [TOOL OPTIONS]
     toolnexus chat --model M [--base-url URL] [--style S] [--code-mode MODE] [--max-tokens N]
                    [--param KEY=VALUE] [--timeout S] [--turn-timeout S] [--html REPORT]
@@ -311,12 +311,7 @@ async def run_code_command(
     runtime = _runtime(language, args.timeout)
     async with tool_set(args) as found:
         if code is None:  # --model test: TestModel writes the program
-            from toolnexus.testing import program_for
-
-            offered = [{"name": t.name, "input_schema": t.input_schema} for t in found]
-            code = program_for(sorted(offered, key=lambda t: str(t["name"])), language)
-            console.print("program (written by TestModel):", style="dim")
-            console.print(code, markup=False, highlight=False)
+            code = _test_program(found, language, args.yes, console)
         description = f"the program in {args.file}" if args.file else "by TestModel"
         program = code_run(  # the program, as the report shows it
             PROGRAM_ID, runtime.language, description, type(runtime).__name__, code
@@ -377,6 +372,27 @@ async def run_code_command(
     if report is not None:
         console.print(report, markup=False, highlight=False)
     return 1 if "error" in out else 0
+
+
+def _test_program(tools: list[Tool], language: str, everything: bool, console: Console) -> str:
+    """The program ``TestModel`` writes over ``tools``, in the order given. Without ``--yes``
+    it leaves out the built-ins that change this machine (``ASK_BEFORE``), as ``chat`` asks
+    before them: nobody asked for ``bash -c a`` or a file named ``a``."""
+    from toolnexus.testing import program_for
+
+    called = [t for t in tools if everything or t.name not in ASK_BEFORE]
+    left_out = sorted({t.name for t in tools} - {t.name for t in called})
+    offered = [{"name": t.name, "input_schema": t.input_schema} for t in called]
+    code = program_for(offered, language)
+    console.print("program (written by TestModel):", style="dim")
+    console.print(code, markup=False, highlight=False)
+    if left_out:
+        console.print(
+            f"not called (they change this machine; --yes calls them too): {', '.join(left_out)}",
+            style="dim",
+            markup=False,
+        )
+    return code
 
 
 PROGRAM_ID = "run-code"
@@ -473,7 +489,8 @@ async def sdk_command(args: argparse.Namespace, console: Console) -> int:
 
 
 ASK_BEFORE = ("bash", "write", "edit", "apply_patch", "notebook_edit", "kill_shell")
-"""Built-ins that change this machine: ``chat`` asks before each call unless ``--yes``."""
+"""Built-ins that change this machine: ``chat`` asks before each call unless ``--yes``;
+``run-code --model test`` leaves them out of TestModel's program unless ``--yes``."""
 
 
 def _terminal_approval(console: Console) -> Any:
@@ -761,6 +778,11 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds the program may run, tool calls included (default 30)",
     )
     run.add_argument("--html", help="write an HTML report of the run here (see toolnexus view)")
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="with --model test: call bash, write, edit, ... too (left out otherwise)",
+    )
     _tool_options(run)
     sdk = commands.add_parser("sdk", help="print the SDK a model would see")
     sdk.add_argument(
