@@ -352,8 +352,8 @@ async def test_secrets_never_reach_logs_errors_or_reprs_and_tokens_are_kept_0600
         assert secret not in why and secret not in caplog.text and secret not in shown
     stored = tmp_path / "tokens" / "s.json"
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    tokens = await FileTokenStorage(stored).get_tokens()
-    assert tokens is not None and tokens.access_token == ACCESS_TOKEN  # it was really used
+    (entry,) = json.loads(stored.read_text())["by_resource"].values()  # one resource, issuer
+    assert entry["tokens"]["access_token"] == ACCESS_TOKEN  # it was really used
 
 
 # -- schemas: no I/O, a refused tool stays one failure, a name listed twice ---------------------
@@ -767,3 +767,165 @@ async def test_a_storm_of_changes_is_listed_once_more_and_only_the_changed_tool_
     assert heard == ["version 200"]  # told once: the listing after it changed nothing
     assert listings(record) <= 3  # the first, then one or two for all 200 announcements
     assert rewrapped == ["r_s000"]  # the one tool that changed; the other 500 kept
+
+
+# -- OAuth: a credential goes only where it was issued ------------------------------------------
+
+
+@contextlib.contextmanager
+def oauth_origin(
+    token: str, names: str | None = None
+) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """One origin on 127.0.0.1: an authorization server (authorization-code and
+    client-credentials grants, approving at once, issuing ``token``) and an MCP endpoint at
+    ``/mcp`` that wants a bearer token (and refuses even a good one, 403) and whose
+    protected-resource metadata names ``names`` (default: this origin) as its authorization
+    server. Yields its base URL and each request it got (path, authorization header, body)."""
+    from urllib.parse import parse_qs, urlencode, urlparse
+
+    got: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(
+            self, code: int, body: bytes = b"", headers: dict[str, str] | None = None
+        ) -> None:
+            self.send_response(code)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, body: dict[str, Any]) -> None:
+            self._send(200, json.dumps(body).encode(), {"content-type": "application/json"})
+
+        def _record(self, body: str = "") -> str:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            seen = {"path": self.path, "authorization": self.headers.get("authorization", "")}
+            got.append({**seen, "body": body})
+            return base
+
+        def do_GET(self) -> None:
+            base = self._record()
+            if self.path.startswith("/.well-known/oauth-protected-resource"):
+                self._json({"resource": f"{base}/mcp", "authorization_servers": [names or base]})
+            elif self.path.startswith("/.well-known/oauth-authorization-server"):
+                self._json({
+                    "issuer": base,
+                    "authorization_endpoint": f"{base}/authorize",
+                    "token_endpoint": f"{base}/token",
+                    "grant_types_supported": ["authorization_code", "client_credentials"],
+                    "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                })  # fmt: skip
+            elif self.path.startswith("/authorize"):
+                query = parse_qs(urlparse(self.path).query)
+                back = {"code": "the-code", "state": query["state"][0]}
+                self._send(302, b"", {"location": f"{query['redirect_uri'][0]}?{urlencode(back)}"})
+            else:
+                self._send(404)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
+            base = self._record(body)
+            if self.path == "/token":
+                self._json({"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+            elif self.headers.get("authorization"):
+                self._send(403, b"forbidden")
+            else:
+                meta = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+                self._send(401, b"", {"www-authenticate": meta})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def sent_secret(requests_got: list[dict[str, str]]) -> bool:
+    """Whether any of these requests carried `CLIENT_SECRET` (in its body or Basic header)."""
+    import base64
+
+    basic = base64.b64encode(f"toolnexus-test:{CLIENT_SECRET}".encode()).decode()
+    return any(CLIENT_SECRET in r["body"] or basic in r["authorization"] for r in requests_got)
+
+
+@pytest.mark.parametrize("grant", ["authorization_code", "client_credentials"])
+async def test_a_client_secret_is_never_sent_to_an_authorization_server_other_than_its_issuer(
+    grant: str, tmp_path: Path
+) -> None:
+    with (
+        oauth_origin("good-token-0001") as (issuer, at_issuer),
+        oauth_origin("evil-token-0002") as (evil, at_evil),
+        oauth_origin("unused-token-03", names=evil) as (resource, _),
+    ):
+        settings = {
+            "grant": grant,
+            "issuer": issuer,
+            "client_id": "toolnexus-test",
+            "client_secret": CLIENT_SECRET,
+            "token_file": str(tmp_path / "tokens.json"),
+            **({"headless": True} if grant == "authorization_code" else {}),
+        }
+        config = {"s": {"url": f"{resource}/mcp", "auth": settings, "connect_timeout": 20}}
+        async with mcp_servers(config) as tools:
+            why = tools.failures["s"]
+    assert not sent_secret(at_evil) and not sent_secret(at_issuer)
+    assert not [r for r in at_evil if r["path"].startswith(("/authorize", "/token"))]
+    assert issuer in why and evil in why and "issuer" in why and "\n" not in why
+
+
+async def test_a_stored_token_is_sent_only_to_the_resource_and_issuer_it_was_issued_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with (
+        oauth_origin("token-for-first-0001") as (first, _),
+        oauth_origin("token-for-second-002") as (second, at_second),
+    ):
+        for base in (first, second):  # two configs, each with a server named "docs"
+            settings = {
+                "grant": "client_credentials",
+                "issuer": base,
+                "client_id": "toolnexus-test",
+                "client_secret": CLIENT_SECRET,
+            }
+            config = {"docs": {"url": f"{base}/mcp", "auth": settings, "connect_timeout": 20}}
+            async with mcp_servers(config) as tools:
+                assert "docs" in tools.failures  # the endpoint refuses even a good token
+    bearers = [r["authorization"] for r in at_second if r["path"] == "/mcp"]
+    assert "Bearer token-for-second-002" in bearers  # the second server got its own token
+    assert not [b for b in bearers if "token-for-first-0001" in b]
+
+
+async def test_a_token_file_of_the_old_layout_is_not_sent_to_the_server(tmp_path: Path) -> None:
+    """Before tokens were keyed, a file held one server's tokens at its top level, whatever
+    its URL: such tokens are never read again (the server is authorized anew)."""
+    from mcp.shared.auth import OAuthToken
+
+    stored = tmp_path / "tokens.json"
+    await FileTokenStorage(stored).set_tokens(  # the unkeyed, earlier layout
+        OAuthToken(access_token="old-layout-token-99", token_type="Bearer", expires_in=3600)
+    )
+    with oauth_origin("fresh-token-000001") as (base, got):
+        settings = {
+            "grant": "client_credentials",
+            "issuer": base,
+            "client_id": "toolnexus-test",
+            "client_secret": CLIENT_SECRET,
+            "token_file": str(stored),
+        }
+        config = {"s": {"url": f"{base}/mcp", "auth": settings, "connect_timeout": 20}}
+        async with mcp_servers(config):
+            pass
+    bearers = [r["authorization"] for r in got if r["path"] == "/mcp"]
+    assert "Bearer fresh-token-000001" in bearers
+    assert not [b for b in bearers if "old-layout-token-99" in b]

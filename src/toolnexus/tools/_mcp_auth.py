@@ -9,7 +9,9 @@ metadata (RFC 8414 and OpenID, with the 2025-03-26 fallbacks), PKCE, client regi
 ``insufficient_scope``, and token refresh.
 
 Tokens and the client registration are kept by a ``TokenStorage`` (the SDK's protocol): a
-`FileTokenStorage` by default, one JSON file per server written with mode 0600. The browser
+`FileTokenStorage` by default, one JSON file per server written with mode 0600, its entries
+keyed by the resource URL and the issuer (`token_key`). With ``issuer`` set, no credential
+goes to any other authorization server, on any grant (`_issuer_bound`). The browser
 step of the authorization-code grant goes through the user's ``redirect_handler(url)`` and
 ``callback_handler()``; `headless_authorization` is the pair for CI and tests, where the
 authorization endpoint redirects at once.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -55,7 +58,7 @@ AUTH_KEYS = {
     "private_key": "a PEM string (client_credentials with private_key_jwt)",
     "signing_algorithm": 'a JWS algorithm, like "ES256" or "RS256"',
     "scope": "a space-separated string of scopes",
-    "issuer": "the authorization server's issuer URL (client_credentials: the only one used)",
+    "issuer": "the authorization server's issuer URL (the only one credentials are sent to)",
     "client_name": "a string",
     "redirect_uri": "a string (where the authorization server sends the browser back)",
     "client_metadata_url": "an https URL with a path (a client-ID metadata document)",
@@ -257,12 +260,19 @@ class MemoryTokenStorage:
 class FileTokenStorage:
     """A ``TokenStorage`` in one JSON file, created with mode 0600 (owner only).
 
+    With a ``key`` (what `oauth_provider` passes: the resource URL and the issuer), the tokens
+    and the registration are kept under that key, so one file can serve several servers and
+    a server at another URL or with another issuer never reads them; entries of other keys and
+    the unkeyed layout of earlier versions are left alone and never returned. Without one,
+    they are kept at the top level (the earlier layout).
+
     Each write replaces the file whole (a temporary file in the same folder, renamed), so a
     crash never leaves half a token behind. The folder is created (mode 0700) if missing.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], key: str | None = None) -> None:
         self.path = Path(path).expanduser()
+        self.key = key
 
     def __repr__(self) -> str:
         return f"FileTokenStorage({str(self.path)!r})"
@@ -274,9 +284,23 @@ class FileTokenStorage:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write(self, key: str, value: dict[str, Any]) -> None:
+    def _entry(self, data: dict[str, Any]) -> dict[str, Any]:
+        """What this storage holds of the file's ``data`` (its key's entry, or all of it)."""
+        if self.key is None:
+            return data
+        entries = data.get("by_resource")
+        entry = entries.get(self.key) if isinstance(entries, dict) else None
+        return entry if isinstance(entry, dict) else {}
+
+    def _write(self, name: str, value: dict[str, Any]) -> None:
         data = self._read()
-        data[key] = value
+        if self.key is None:
+            data[name] = value
+        else:
+            entries = data.get("by_resource")
+            entries = entries if isinstance(entries, dict) else {}
+            entries[self.key] = {**self._entry(data), name: value}
+            data["by_resource"] = entries
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".tokens-")
         try:
@@ -293,7 +317,7 @@ class FileTokenStorage:
         """The stored tokens (an ``OAuthToken``), if any."""
         from mcp.shared.auth import OAuthToken
 
-        stored = self._read().get("tokens")
+        stored = self._entry(self._read()).get("tokens")
         return OAuthToken.model_validate(stored) if isinstance(stored, dict) else None
 
     async def set_tokens(self, tokens: Any) -> None:
@@ -304,7 +328,7 @@ class FileTokenStorage:
         """The stored client registration (an ``OAuthClientInformationFull``), if any."""
         from mcp.shared.auth import OAuthClientInformationFull
 
-        stored = self._read().get("client")
+        stored = self._entry(self._read()).get("client")
         if not isinstance(stored, dict):
             return None
         return OAuthClientInformationFull.model_validate(stored)
@@ -358,10 +382,52 @@ def headless_authorization() -> tuple[
     return redirect_handler, callback_handler
 
 
-def _default_token_file(server: str) -> Path:
+def token_key(url: str, issuer: str | None) -> str:
+    """What stored tokens are kept under: the resource URL and the issuer (``""`` when the
+    settings name none), so they are read back only for that resource and issuer."""
+    return json.dumps([url, issuer or ""])
+
+
+def _default_token_file(server: str, key: str) -> Path:
+    """``<server>-<digest of the key>.json`` in the user's state folder: a server of the same
+    name at another URL (another config) has a file of its own."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in server)
-    return Path(base) / "toolnexus" / "mcp-oauth" / f"{safe}.json"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return Path(base) / "toolnexus" / "mcp-oauth" / f"{safe}-{digest}.json"
+
+
+def _issuer_bound(base: type[Any], server: str, issuer: str) -> type[Any]:
+    """``base`` (the SDK's ``OAuthClientProvider``) that uses only the authorization server
+    ``issuer``: it is picked when the resource server lists it, and no authorization or token
+    request (the client secret, a refresh token) goes to metadata of any other issuer."""
+    from mcp.client.auth import OAuthFlowError
+    from mcp.client.auth.utils import issuers_match
+
+    class IssuerBound(base):  # type: ignore[misc]
+        def _select_authorization_server(self, advertised: list[str]) -> str:
+            return next((a for a in advertised if issuers_match(a, issuer)), advertised[0])
+
+        def _require_issuer(self) -> None:
+            metadata = self.context.oauth_metadata
+            named = str(metadata.issuer) if metadata is not None else None
+            if named is None or not issuers_match(named, issuer):
+                offered = named or self.context.auth_server_url or "none"
+                raise OAuthFlowError(
+                    f"MCP server {server!r} names the authorization server {offered}, not the "
+                    f"issuer {issuer} its auth settings name: no credential was sent to it; "
+                    "fix auth.issuer if the server really moved"
+                )
+
+        async def _perform_authorization(self) -> Any:
+            self._require_issuer()
+            return await super()._perform_authorization()
+
+        async def _refresh_token(self) -> Any:
+            self._require_issuer()
+            return await super()._refresh_token()
+
+    return IssuerBound
 
 
 def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: Secrets) -> Any:
@@ -392,10 +458,14 @@ def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: 
             raise ConfigurationError(f"{where}.{key} must be {AUTH_KEYS[key]}, got {value!r:.40}.")
     secrets.add(settings.get("client_secret"), settings.get("private_key"))
     grant = settings.get("grant", "authorization_code")
+    issuer = settings.get("issuer")
     if "token_storage" in settings:
         inner = settings["token_storage"]
     else:
-        inner = FileTokenStorage(settings.get("token_file") or _default_token_file(server))
+        key = token_key(url, issuer)
+        inner = FileTokenStorage(
+            settings.get("token_file") or _default_token_file(server, key), key
+        )
     storage = _Storage(inner, secrets)
     client_id = settings.get("client_id")
     secret = settings.get("client_secret")
@@ -422,7 +492,7 @@ def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: 
                 client_id=client_id,
                 assertion_provider=jwt.create_assertion_provider(),
                 scope=scope,
-                issuer=settings.get("issuer"),
+                issuer=issuer,
             )
         if not secret:
             raise ConfigurationError(
@@ -441,7 +511,7 @@ def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: 
             client_secret=secret,
             token_endpoint_auth_method=method,
             scope=scope,
-            issuer=settings.get("issuer"),
+            issuer=issuer,
         )
     if grant != "authorization_code":
         raise ConfigurationError(f"{where}.grant must be {AUTH_KEYS['grant']}, got {grant!r}.")
@@ -464,7 +534,12 @@ def oauth_provider(server: str, url: str, settings: Mapping[str, Any], secrets: 
             **({"scope": scope} if scope else {}),
         }
     )
-    provider = OAuthClientProvider(
+    provider_class = (
+        OAuthClientProvider
+        if issuer is None
+        else _issuer_bound(OAuthClientProvider, server, issuer)
+    )
+    provider = provider_class(
         server_url=url,
         client_metadata=metadata,
         storage=storage,
