@@ -864,3 +864,113 @@ async def test_host_messages_of_the_wrong_shape_are_refused() -> None:
         assert ok["result"] == [[], "function"]
     finally:
         await runtime.aclose()
+
+
+# -- adversary pass, round 5 (written from the docs and the public API) --
+
+
+def _live_tools() -> tuple[list[Any], list[str]]:
+    from toolnexus import ToolHints
+
+    watchlist = ["NVDA"]
+    get = Tool("get", "Read.", {"type": "object"}, hints=ToolHints(read_only=True),
+               execute=lambda a: {"watchlist": watchlist})  # fmt: skip
+    add = Tool("add", "Write.", {"type": "object"}, execute=lambda a: watchlist.append("QUAS"))
+    return [get, add], watchlist
+
+
+async def test_a_read_awaited_before_a_write_keeps_its_value_in_the_program(runtime: Any) -> None:
+    """scheduling.md: "what the model, the program, the run's records and the session log read
+    of the call is its result as it was when the call finished" -- on the sequential path, the
+    read's value is held by the program across a later write."""
+    tools, watchlist = _live_tools()
+    if runtime.language == "python":
+        code = "r = await tools.get({})\nawait tools.add({})\nr"
+    else:
+        code = "const r = await tools.get({}); await tools.add({}); return r"
+    out = await run_program(code, tools, runtime=runtime)
+    assert out["result"] == {"watchlist": ["NVDA"]}
+    assert watchlist == ["NVDA", "QUAS"]
+
+
+async def test_the_session_log_keeps_a_sub_calls_result_as_it_finished(runtime: Any) -> None:
+    """scheduling.md: the session log reads a call's result "as it was when the call finished,
+    however late" -- a later sub-call's write does not reach the earlier one's record."""
+    from toolnexus import Session
+
+    tools, _ = _live_tools()
+    session = Session()
+    if runtime.language == "python":
+        code = "import asyncio\nawait asyncio.gather(tools.get({}), tools.add({}))\n0"
+    else:
+        code = "await Promise.all([tools.get({}), tools.add({})]); return 0"
+    await run_program(code, tools, runtime=runtime, session=session, call_id="c1")
+    dumped = json.dumps([e.data for e in session.events], default=repr)
+    assert "QUAS" not in dumped
+
+
+async def test_a_tool_that_mutates_its_arguments_does_not_change_the_calls_list(
+    runtime: Any,
+) -> None:
+    """codemode.md: "calls lists every tool call the program started, in order, with its
+    arguments"; scheduling.md: "A tool that mutates its arguments cannot change the audit
+    record"."""
+
+    def execute(args: dict[str, Any]) -> Any:
+        args["path"] = "/etc/shadow"
+        args.setdefault("items", []).append("injected")
+        return "ok"
+
+    tool = Tool("touch", "Touch.", {"type": "object"}, execute=execute)
+    if runtime.language == "python":
+        code = 'await tools.touch({"path": "a", "items": ["x"]})\nraise ValueError("stop")'
+    else:
+        code = 'await tools.touch({path: "a", items: ["x"]}); throw new Error("stop")'
+    out = await run_program(code, [tool], runtime=runtime)
+    assert out["error"]["kind"] == "exception"
+    (call,) = out["calls"]
+    assert "/etc/shadow" not in json.dumps(call) and "injected" not in json.dumps(call)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a set, bytes or a plain object returned to a program arrives as its repr() string, "
+    "an altered value (security.md says the sub-call fails; scheduling.md's snapshot says repr: "
+    "the docs disagree, the security table is the promise made to programs)",
+)
+@pytest.mark.parametrize("value", ["set", "bytes", "object"])
+async def test_a_result_json_cannot_hold_is_never_handed_to_the_program_altered(
+    runtime: Any, value: str
+) -> None:
+    """security.md: "a tool's result inside a program | that sub-call fails at once with
+    `… cannot be passed to the program` ... the program is never handed an altered value". A
+    set, bytes or a plain object would reach the program only as its ``repr()`` (an altered
+    value), so the sub-call fails instead."""
+    from toolnexus import ToolHints
+
+    made = {"set": lambda: {1, 2}, "bytes": lambda: b"\x00\x01", "object": lambda: object()}
+    tool = Tool("odd", "Odd.", {"type": "object"}, hints=ToolHints(read_only=True),
+                execute=lambda a: made[value]())  # fmt: skip
+    if runtime.language == "python":
+        code = "r = 0\ntry:\n    r = await tools.odd({})\nexcept ToolError as e:\n    r = str(e)\nr"
+    else:
+        code = "try { return await tools.odd({}) } catch (e) { return e.message }"
+    out = await run_program(code, [tool], runtime=runtime)
+    assert "cannot be passed to the program" in str(out.get("result")), out
+
+
+@pytest.mark.parametrize("language", ["python", "typescript"])
+def test_a_description_and_name_cannot_inject_code_into_the_sdk(language: str) -> None:
+    """codemode.md: "Names and descriptions cannot break out of the generated code: names are
+    escaped string literals, descriptions only ever line comments"."""
+    payload = "ok\r\nimport os  # INJECTED\u2028export const INJECTED = 1\u0085INJECTED()"
+    evil = Tool("evil\nINJECTED = 1", payload, {"type": "object", "properties": {
+        "a": {"type": "string", "description": payload}}}, execute=lambda a: 0)  # fmt: skip
+    sdk = render_sdk(language, [evil])
+    comment = "#" if language == "python" else "//"
+    for line in sdk.splitlines():
+        if "INJECTED" in line:
+            stripped = line.strip()
+            assert (
+                stripped.startswith((comment, "*", "/*")) or '"' in stripped or "'" in stripped
+            ), line

@@ -1144,3 +1144,272 @@ async def test_list_changes_are_sent_exactly_when_list_changed_is_declared(
     declared, heard = await told_on_handshake(bare)
     assert declared.resources is None and declared.prompts is None
     assert heard == set()
+
+
+# -- adversary pass, round 5 (written from the docs and the public API) --
+
+
+@pytest.fixture
+def approving_http_gateway(tmp_path: Path) -> Iterator[str]:
+    from task_clients import http_gateway
+
+    config = write_config(tmp_path, {"up": upstream()}, mode="both", approval=["up_store"])
+    with http_gateway(config) as (_, url):
+        yield url
+
+
+def _initialize_body() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example"},
+        {"Host": "evil.example:8000"},
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+    ],
+    ids=["host", "host-port", "origin", "null-origin"],
+)
+def test_a_rebinding_host_or_foreign_origin_is_refused(
+    approving_http_gateway: str, headers: dict[str, str]
+) -> None:
+    """mcp_server.md: "--transport http serves streamable HTTP at http://127.0.0.1:8000/mcp
+    (loopback by default, with DNS-rebinding protection)": a request naming another host, or
+    sent from another origin, opens no session."""
+    import httpx
+
+    from task_clients import ACCEPT
+
+    with httpx.Client(timeout=10) as http:
+        refused = http.post(
+            approving_http_gateway, headers={**ACCEPT, **headers}, json=_initialize_body()
+        )
+        fine = http.post(approving_http_gateway, headers=ACCEPT, json=_initialize_body())
+    assert refused.status_code in (400, 403, 421), refused.status_code
+    assert "mcp-session-id" not in refused.headers
+    assert fine.status_code == 200 and "mcp-session-id" in fine.headers
+
+
+def test_an_oversized_request_body_leaves_the_gateway_serving(approving_http_gateway: str) -> None:
+    """mcp_server.md: one lane per client session; a client's hostile request is its own
+    problem: after a 30 MB body of junk, a new session is served."""
+    import httpx
+
+    from task_clients import ACCEPT
+
+    junk = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"x": "'
+        + (b"a" * (30 * 1024 * 1024))
+        + b'"}}'
+    )
+    with httpx.Client(timeout=60) as http:
+        with contextlib.suppress(httpx.HTTPError):  # refused by closing the connection: fine
+            http.post(approving_http_gateway, headers=ACCEPT, content=junk)
+        fine = http.post(approving_http_gateway, headers=ACCEPT, json=_initialize_body())
+    assert fine.status_code == 200 and "mcp-session-id" in fine.headers
+
+
+RUN_CODE_CASES = {
+    "no-code": {},
+    "code-not-a-string": {"code": 5},
+    "nan": {"code": "float('nan')"},
+    "raises": {"code": "raise ValueError('x' * 100000)"},
+    "type-error": {"code": "await tools.up_lookup({'key': 5})"},
+    "extra-argument": {"code": "1", "surprise": True},
+}
+
+
+async def test_every_run_code_answer_matches_its_output_schema(config_path: Path) -> None:
+    """mcp_server.md: "run_code declares an outputSchema ... every answer's structuredContent
+    matches it (a refused call too), with the same JSON as its text part"."""
+    import jsonschema
+
+    async with gateway(config_path) as session:
+        (run_code_tool,) = [t for t in (await session.list_tools()).tools if t.name == "run_code"]
+        answers = {}
+        for name, arguments in RUN_CODE_CASES.items():
+            answers[name] = await session.call_tool("run_code", arguments)
+    schema = run_code_tool.output_schema
+    assert schema
+    for name, answer in answers.items():
+        assert isinstance(answer, types.CallToolResult), name
+        assert answer.structured_content is not None, (name, answer)
+        jsonschema.validate(answer.structured_content, schema)
+        assert json.loads(text_of(answer)) == answer.structured_content, name
+
+
+async def test_upstream_names_with_control_characters_are_served_under_clean_names(
+    tmp_path: Path,
+) -> None:
+    """mcp_server.md: tools "are named <server>_<name>"; builtins.md: "characters providers
+    refuse become _"; names that then coincide get a digest suffix, and each stays reachable."""
+    import re
+
+    odd = ["a\nb", "a_b", "a\u202eb", "a\x7fb", "tab\there"]
+    config = write_config(tmp_path, {"h": hostile(*odd)}, mode="both")
+    async with gateway(config) as session:
+        names = [t.name for t in (await session.list_tools()).tools if t.name != "run_code"]
+        answers = sorted([text_of(await session.call_tool(n, {"kind": "ok"})) for n in names])
+    assert len(names) == len(set(names)) == len(odd)
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in names), names
+    assert answers == sorted(f"{n} says ok" for n in odd)
+
+
+async def test_an_unknown_tool_with_a_huge_hostile_name_is_an_error_and_the_lane_goes_on(
+    config_path: Path,
+) -> None:
+    """mcp_server.md: "a call of a tool the gateway does not offer is the JSON-RPC error
+    -32602, naming the tools it does offer"."""
+    async with gateway(config_path, "--mode", "both") as session:
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool("x\n" * 50_000, {})
+        after = await session.call_tool("up_lookup", {"key": "k", "delay": 0})
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert text_of(after) == "value of k"
+
+
+async def test_direct_call_arguments_that_are_not_an_object_fail_that_call_only(
+    config_path: Path,
+) -> None:
+    """mcp_server.md: "A call that never reached the server (refused, server gone) answers one
+    text part with isError"; the session goes on."""
+    async with gateway(config_path, "--mode", "both") as session:
+        bad = await session.send_request(
+            types.CallToolRequest(
+                params=types.CallToolRequestParams(name="up_lookup", arguments={"key": ["x"]})
+            ),
+            types.CallToolResult,
+        )
+        after = await session.call_tool("up_lookup", {"key": "k", "delay": 0})
+    assert isinstance(bad, types.CallToolResult) and bad.is_error
+    assert text_of(after) == "value of k"
+
+
+async def test_a_bogus_log_level_is_refused_and_the_session_goes_on(config_path: Path) -> None:
+    """mcp_server.md: "The gateway declares logging, honours logging/setLevel (per client ...)".
+    A level MCP does not have is invalid params; later requests are served."""
+    async with gateway(config_path, "--mode", "both") as session:
+        level = types.SetLevelRequestParams.model_construct(level="nonsense")
+        with pytest.raises(MCPError) as refused:
+            await session.send_request(types.SetLevelRequest(params=level), types.EmptyResult)
+        after = await session.call_tool("up_lookup", {"key": "k", "delay": 0})
+    assert refused.value.error.code in (types.INVALID_PARAMS, types.INVALID_REQUEST)
+    assert text_of(after) == "value of k"
+
+
+async def _direct_round(client: Any, name: str, arguments: dict[str, Any]) -> Any:
+    first = await client.session.call_tool(name, arguments, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+async def test_a_direct_calls_approval_state_cannot_approve_other_arguments_or_twice(
+    tmp_path: Path,
+) -> None:
+    """mcp_server.md: on 2026-07-28 the state is "bound to the tool and its arguments: a state
+    the gateway did not issue, or moved to another call, is refused (-32602), and so is a second
+    answer to a round already answered" -- for a direct call (--mode both) as for run_code."""
+    from mcp import Client, StdioServerParameters
+
+    config = write_config(tmp_path, {"up": upstream()}, mode="both", approval=["up_store"])
+    audit = tmp_path / "audit.jsonl"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_command(config, "--audit-log", str(audit)),
+        env=dict(os.environ),
+    )
+    args = {"key": "x", "delay": 0}
+    async with Client(params, mode="auto", elicitation_callback=never_called) as client:
+        assert client.protocol_version == "2026-07-28"
+        first = await _direct_round(client, "up_store", args)
+        key = next(iter(first.input_requests or {}))
+
+        async def answer(name: str, arguments: dict[str, Any]) -> Any:
+            return await client.session.call_tool(
+                name,
+                arguments,
+                input_responses={key: APPROVED},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+        codes = []
+        for name, arguments in [("up_store", {"key": "other", "delay": 0}),
+                                ("up_lookup", args)]:  # fmt: skip
+            with pytest.raises(MCPError) as moved:
+                await answer(name, arguments)
+            codes.append(moved.value.error.code)
+        result = await answer("up_store", args)
+        with pytest.raises(MCPError) as twice:
+            await answer("up_store", args)
+    assert codes == [types.INVALID_PARAMS] * 2
+    assert isinstance(result, types.CallToolResult) and "stored x" in text_of(result)
+    assert twice.value.error.code == types.INVALID_PARAMS
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    stored = [e for e in events if e["type"] == "tool_call" and e["data"]["name"] == "up_store"]
+    assert len(stored) == 1 and "other" not in audit.read_text()
+
+
+@pytest.mark.parametrize("headers", [{"Host": "evil.example"}, {"Origin": "http://evil.example"}])
+def test_a_stateless_2026_request_from_a_rebinding_host_is_refused_too(
+    approving_http_gateway: str, headers: dict[str, str]
+) -> None:
+    """mcp_server.md: the gateway serves both generations on streamable HTTP, "loopback by
+    default, with DNS-rebinding protection": a 2026-07-28 request (no session) from another
+    host or origin is refused as a handshake one is, and never runs a tool."""
+    import httpx
+
+    from task_clients import ACCEPT
+
+    modern = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+              "Mcp-Name": "up_lookup"}  # fmt: skip
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "up_lookup",
+            "arguments": {"key": "rebound", "delay": 0},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+            },
+        },
+    }
+    with httpx.Client(timeout=30) as http:
+        refused = http.post(approving_http_gateway, headers={**modern, **headers}, json=call)
+        control = http.post(approving_http_gateway, headers=modern, json=call)
+    assert "value of rebound" in control.text, control.text[:300]  # the request itself is fine
+    assert refused.status_code in (400, 403, 421), (refused.status_code, refused.text[:300])
+    assert "value of rebound" not in refused.text
+
+
+async def test_a_read_of_a_uri_no_upstream_serves_is_invalid_params(
+    fixture_servers: Any, tmp_path: Path
+) -> None:
+    """mcp_server.md: "A read (or subscription) goes to the server that listed the URI, else to
+    the one whose template matches it; a URI no server serves is JSON-RPC -32602"."""
+    config = write_config(tmp_path, {"fix": {"url": fixture_servers()}})
+    hostile_uris = ["file:///etc/passwd", "test://static-text/../../etc", "x" * 20_000,
+                    "test://static-text\n", "test://STATIC-TEXT"]  # fmt: skip
+    codes = []
+    async with gateway(config) as session:
+        for uri in hostile_uris:
+            with pytest.raises(MCPError) as refused:
+                await session.read_resource(uri)
+            codes.append(refused.value.error.code)
+        fine = await session.read_resource("test://static-text")
+    assert codes == [types.INVALID_PARAMS] * len(hostile_uris)
+    assert fine.contents
