@@ -263,14 +263,15 @@ def unmirrored(parts: list[dict[str, Any]], structured: Any) -> ContentParts:
     A text part mirrors it when its text parses as JSON equal to it (`_json_equal`), or, for
     ``{"result": v}``, equal to ``v`` or the string ``v`` itself; and text parts that hold a
     list ``v``'s items in order, one each, mirror it together (as the SDK's ``MCPServer``
-    writes a list). Every other part (a text that says something else, an image) is kept.
+    writes a list, nested lists flattened). Every other part (a text that says something else,
+    an image) is kept.
     """
     views = [structured]
     wrapped = isinstance(structured, dict) and list(structured) == ["result"]
     if wrapped:
         views.append(structured["result"])
-    items = structured["result"] if wrapped else None
-    if isinstance(items, list) and len(items) == len(parts):
+    items = _flattened(structured["result"]) if wrapped else None
+    if items is not None and len(items) == len(parts):
         pairs = zip(parts, items, strict=True)
         if all(_is_text(part) and _mirrors(part["text"], v) for part, v in pairs):
             return ContentParts()
@@ -279,6 +280,24 @@ def unmirrored(parts: list[dict[str, Any]], structured: Any) -> ContentParts:
         for part in parts
         if not (_is_text(part) and any(_mirrors(part["text"], v) for v in views))
     )
+
+
+def _flattened(value: Any) -> list[Any] | None:
+    """The items of the list ``value``, nested lists' items in their place, as the SDK's
+    ``MCPServer`` writes a list one content part per item; ``None`` for anything else."""
+    if not isinstance(value, list):
+        return None
+    items: list[Any] = []
+    stack = [iter(value)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            items.append(item)
+        else:
+            stack.pop()
+    return items
 
 
 def _is_text(part: dict[str, Any]) -> bool:
