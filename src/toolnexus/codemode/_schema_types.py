@@ -17,6 +17,8 @@ from typing import Any
 
 __all__ = [
     "MAX_DEPTH",
+    "SDK_NAMES",
+    "TYPING_NAMES",
     "PythonTypes",
     "TypeScriptTypes",
     "pascal",
@@ -76,10 +78,14 @@ def python_attribute(name: str) -> bool:
     )
 
 
-SDK_NAMES = frozenset(
-    {"Any", "Awaitable", "Callable", "Literal", "NotRequired", "TypedDict", "overload"}
-    | {"bool", "dict", "float", "int", "list", "object", "str", "tuple", "type"}
-)
+TYPING_NAMES = (
+    "Any", "Awaitable", "Callable", "Literal", "NotRequired", "TypedDict", "overload",
+)  # fmt: skip
+"""The names the Python SDK imports from ``typing`` (those it uses)."""
+
+SDK_NAMES = frozenset(TYPING_NAMES) | {
+    "bool", "dict", "float", "int", "list", "object", "str", "tuple", "type",
+}  # fmt: skip
 """Names the Python SDK's annotations use. Why no tool is a method by such a name: a method
 ``list`` of ``Tools`` shadows ``list`` in every later annotation of the class, so the type check
 of wrong arguments was switched off, or checked them against another tool's type."""

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Literal, get_args
 
 from toolnexus.codemode._schema_types import (
+    TYPING_NAMES,
     PythonTypes,
     TypeScriptTypes,
     pascal,
@@ -124,14 +125,11 @@ def _render_python(tools: list[Tool]) -> str:
         "",
     ]
     text = "\n".join(body)
-    used = [n for n in _TYPING_NAMES if n in text and _TYPING_WORDS[n].search(text)]
+    used = [n for n in TYPING_NAMES if n in text and _TYPING_WORDS[n].search(text)]
     return "\n".join([_PYTHON_HEADER, f"from typing import {', '.join(used)}", text])
 
 
-_TYPING_NAMES = (
-    "Any", "Awaitable", "Callable", "Literal", "NotRequired", "TypedDict", "overload",
-)  # fmt: skip
-_TYPING_WORDS = {n: re.compile(rf"\b{n}\b") for n in _TYPING_NAMES}
+_TYPING_WORDS = {n: re.compile(rf"\b{n}\b") for n in TYPING_NAMES}
 """Each name as a word. Why looked up after a plain substring test: most SDKs use few of
 them, and ``in`` turns away the rest at a fraction of a regex scan's cost."""
 
