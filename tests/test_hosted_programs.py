@@ -12,6 +12,7 @@ carrying its call's ``caller`` (OpenAI). A run that ends ``done`` with
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import dataclasses
 import json
@@ -518,8 +519,9 @@ async def test_the_endpoint_answers_a_broken_anthropic_reply_with_an_error(
         answer = await _post(url, chatty)
         assert "only `tool_result` blocks" in answer.json()["error"]["message"]
         image = copy.deepcopy(reply)
-        image["messages"][2]["content"][0]["content"] = [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+        png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 60).decode()  # a valid image:
+        image["messages"][2]["content"][0]["content"] = [  # only its place is wrong
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
         ]
         assert "only text" in (await _post(url, image)).json()["error"]["message"]
         assert len(rules.rejections) == 4
